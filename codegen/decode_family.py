@@ -128,12 +128,13 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         "DECODE_SPLIT = {",
     ]
     lines += tuned_rule_lines(tuning, "decode", _split_rule)
-    lines += ["}",
-              "# FP8 caches' table (`cukiln tune decode-fp8`: the FP8 kernels' own pipelines and split counts, points as",
-              "# DECODE_SPLIT's); a GPU or arch without one takes DECODE_SPLIT's",
-              "DECODE_SPLIT_FP8 = {"]
-    lines += tuned_rule_lines(tuning, "decode-fp8", _split_rule)
-    lines += ["}", "",
+    lines += ["}"]
+    for rule, (name, what) in OWN_TABLES.items():
+        lines += [f"# {what}' table (`cukiln tune {rule}`: their kernels' own pipelines and split counts, points as",
+                  "# DECODE_SPLIT's); a GPU or arch without one takes DECODE_SPLIT's", f"{name} = {{"]
+        lines += tuned_rule_lines(tuning, rule, _split_rule)
+        lines += ["}"]
+    lines += ["",
               "# cukiln.merge_attention: dtype -> (module, symbol, params layout); DECODE_MERGE_THREADS a block",
               f"DECODE_MERGE_THREADS = {decode_abi.MERGE_THREADS}",
               "DECODE_MERGE = {"]
@@ -146,6 +147,11 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
     return lines + ["}"]
 
 
+# The split tables of the calls whose kernels `cukiln tune decode` does not time: rule -> (dispatch name, whose)
+OWN_TABLES = {"decode-fp8": ("DECODE_SPLIT_FP8", "FP8 caches"),
+              "decode-paged": ("DECODE_SPLIT_PAGED", "paged pools")}
+_TUNED_SETTINGS = {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION}
+
 FAMILY = OpFamily(
     name="decode",
     variant_ops=(DecodeVariant.op, DecodeCombineVariant.op, DecodeMergeVariant.op),
@@ -157,11 +163,12 @@ FAMILY = OpFamily(
     max_threads=decode_abi.max_threads,
     dispatch_lines=dispatch_lines,
     # the kernels `cukiln tune decode` times (bf16, head dim 128, 16-byte rows: each pipeline, and the combine), and
-    # `cukiln tune decode-fp8` (the same over e4m3 caches); the paged and step kernels take the first table's choices
+    # `cukiln tune decode-fp8` / `decode-paged` (the same over e4m3 caches / paged pools); the step's kernels take the
+    # first table's choices
     tuned_kernels={"decode": r"^decode_(bf16_d128_s3_v8(_deep|_wide|_ws|_ws_deep)?|combine_bf16_d128)$",
-                   "decode-fp8": r"^decode_(bf16_d128_s3_v16(_ws)?_e4m3|combine_bf16_d128)$"},
-    tuned_settings={"decode": {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION},
-                    "decode-fp8": {"ws_l2_promotion": decode_abi.WS_L2_PROMOTION}},
+                   "decode-fp8": r"^decode_(bf16_d128_s3_v16(_ws)?_e4m3|combine_bf16_d128)$",
+                   "decode-paged": r"^decode_(bf16_d128_s3_v8(_ws_deep)?_paged|combine_bf16_d128)$"},
+    tuned_settings={rule: _TUNED_SETTINGS for rule in ("decode", *OWN_TABLES)},
     api={"decode_attention": "decode_api", "merge_attention": "merge_api"},
     reference=("decode_attention", "merge_attention"),
     tools="cukiln.tools.decode",

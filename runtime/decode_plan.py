@@ -290,10 +290,11 @@ def invariant_splits(keys: int) -> int:
     return next(n for most, n in INVARIANT_SPLITS if most is None or keys <= most)
 
 
-def split_rule(target: str | None, cache: str = SAME) -> dict:
+def split_rule(target: str | None, cache: str = SAME, form: str = FIXED) -> dict:
     """The split rule measured for ``target`` (a tuning target, or an arch: core.archs.tuned), else the default; for
-    FP8 caches the FP8 table measured for it where there is one."""
-    rule = tuned(dispatch.DECODE_SPLIT_FP8, target, None) if cache == FP8 else None
+    FP8 caches or paged pools the table measured for them where there is one (FP8 pages: FP8's)."""
+    own = dispatch.DECODE_SPLIT_FP8 if cache == FP8 else dispatch.DECODE_SPLIT_PAGED if form == PAGED else {}
+    rule = tuned(own, target, None)
     return rule if rule is not None else tuned(dispatch.DECODE_SPLIT, target, dispatch.DECODE_SPLIT_DEFAULT)
 
 
@@ -625,7 +626,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
     elif num_splits is None:
-        rule = split_rule(tuning or arch, cache)
+        rule = split_rule(tuning or arch, cache, form)
         per_sm = None  # only the wave rule (no tuned table) counts resident blocks
         if resident is not None and "table" not in rule:
             module, symbol = dispatch.DECODE[(q.dtype, d, strides, vec, NARROW, cache, form)][:2]

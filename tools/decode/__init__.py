@@ -20,6 +20,6 @@ BENCHES = {"decode": Bench(bench.run, bench.show, ("cukiln", "torch_sdpa"), _lab
            "transformers": Bench(transformers_bench.run, transformers_bench.show),
            # transformers' continuous batching (generate_batch) through cukiln's paged decode; a table, no plot
            "transformers-paged": Bench(transformers_paged_bench.run, transformers_paged_bench.show)}
-TUNES = {"decode": tune.tune, "decode-fp8": tune.tune_fp8}
+TUNES = {"decode": tune.tune, "decode-fp8": tune.tune_fp8, "decode-paged": tune.tune_paged}
 
 __all__ = ["BENCHES", "TUNES", "check_variant", "overhead_paths", "print_rules", "report_rules"]

@@ -1,6 +1,6 @@
 """`cukiln report`'s decode section: the split-KV rule in force per arch, and the tuning data behind it
-(`cukiln tune decode`, and `cukiln tune decode-fp8` for FP8 caches): per tuned point the best (pipeline, split count),
-the rule's choice and its cost."""
+(`cukiln tune decode`, and `decode-fp8` / `decode-paged` for FP8 caches and paged pools): per tuned point the best
+(pipeline, split count), the rule's choice and its cost."""
 
 from __future__ import annotations
 
@@ -28,9 +28,12 @@ def decode_rule(tuning: dict) -> dict:
 
     from .tune import measured_choice, measured_times
 
+    from cukiln.codegen.decode_family import OWN_TABLES
+
+    tables = {"decode": (dispatch.DECODE_SPLIT, None),
+              **{rule: (getattr(dispatch, name), what) for rule, (name, what) in OWN_TABLES.items()}}
     data = {}
-    for (arch, tuned), (name, rules) in itertools.product(
-            sorted(tuning.items()), (("decode", dispatch.DECODE_SPLIT), ("decode-fp8", dispatch.DECODE_SPLIT_FP8))):
+    for (arch, tuned), (name, (rules, what)) in itertools.product(sorted(tuning.items()), tables.items()):
         t = tuned.get(name)
         if not t:
             continue
@@ -46,11 +49,11 @@ def decode_rule(tuning: dict) -> dict:
                            "best_us": best * 1e3, "best_tbps": m.get("best_tbps"),
                            "best_x_copy": m.get("best_x_copy"), "chosen_over_best": times[pipeline, splits] / best,
                            "runner_up_over_best": times[ranked[1]] / best if len(ranked) > 1 else None})
-        data[arch if name == "decode" else f"{arch}, FP8 caches"] = {
+        data[arch if what is None else f"{arch}, {what}"] = {
             "device": t["device"], "date": t["date"], "sms": t["sms"], "rule": t["rule"], "copy_tbps": t.get("copy_tbps"),
             "points": points}
-    return {"rules": dict(dispatch.DECODE_SPLIT), "fp8_rules": dict(dispatch.DECODE_SPLIT_FP8),
-            "default": dict(dispatch.DECODE_SPLIT_DEFAULT), "tuning": data}
+    return {"rules": dict(dispatch.DECODE_SPLIT), "default": dict(dispatch.DECODE_SPLIT_DEFAULT), "tuning": data,
+            "own_rules": {what: sorted(tables[rule][0]) for rule, (_, what) in OWN_TABLES.items()}}
 
 
 def _print_decode_rule(console: Console, rule: dict) -> None:
@@ -65,7 +68,7 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
                 f"wave efficiency {r['wave_efficiency']}")
 
     tuned = ", ".join(f"{a}: {describe(r)}" for a, r in sorted(rule["rules"].items())) or "none tuned"
-    fp8 = ", ".join(sorted(rule.get("fp8_rules", {}))) or "none"
+    own = "; ".join(f"{what}: {', '.join(targets) or 'none'}" for what, targets in rule.get("own_rules", {}).items())
     console.print("decode split rule (num_splits= overrides): where tuned, the nearest measured (rows x KV "
                   "heads, T) point's K/V pipeline (the first of narrow, ws, deep, wide, ws_deep within the tie margin "
                   "of the fastest, where the call has a variant of it; a decode step takes ws for ws_deep) and that "
@@ -74,8 +77,8 @@ def _print_decode_rule(console: Console, rule: dict) -> None:
                   "least split count (whole 64-key tiles a split) whose waves of blocks reach wave_efficiency "
                   "of the best count's, with at most blocks_per_sm resident blocks per multiprocessor and at "
                   f"least min_keys_per_split keys per split. Per arch: {tuned}; other archs "
-                  f"{describe(rule['default'])}. FP8 caches take a table of their own where measured ({fp8}), else "
-                  f"the same.")
+                  f"{describe(rule['default'])}. FP8 caches and paged pools take a table of their own where measured "
+                  f"({own}), else the same.")
     for arch, t in sorted(rule["tuning"].items()):
         table = Table(title=f"decode tuning data, {arch}: {t['device']} ({t['sms']} SMs), {t['date']}"
                             f"{copy_note(t)}", title_justify="left")

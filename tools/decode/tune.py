@@ -2,8 +2,9 @@
 (SPLIT_LADDER, as the runtime launches them: clusters or the combine kernel) with each K/V pipeline
 (decode_variants.Pipeline) is timed, a pipeline's split counts in turn, round by round; each point's best goes into the
 rule's table (runtime/decode_plan.split_from_table), written to this GPU's generated/tuning/<arch>-<gpu>.json; the next `cukiln build`
-folds the table into dispatch.py. `cukiln tune decode-fp8` does the same over FP8 (e4m3) caches of the same values, with
-the pipelines that have FP8 kernels: the table FP8 caches take (DECODE_SPLIT_FP8).
+folds the table into dispatch.py. `cukiln tune decode-fp8` does the same over FP8 (e4m3) caches of the same values, and
+`cukiln tune decode-paged` over NHD pools of pages of TUNED_PAGE keys in shuffled order, each with the pipelines that
+have such kernels: the tables FP8 caches and paged pools take (DECODE_SPLIT_FP8, DECODE_SPLIT_PAGED).
 """
 
 from __future__ import annotations
@@ -100,15 +101,22 @@ def fit_table(measurements: list[dict]) -> dict:
     return {"table": sorted(table), "tie": TIE}
 
 
+TUNED_PAGE = 16  # `cukiln tune decode-paged`: vLLM's default page size, whose choices serve every page size
+
+
 def tune(console: Console) -> dict:
-    return _tune(console, fp8=False)
+    return _tune(console, "decode")
 
 
 def tune_fp8(console: Console) -> dict:
-    return _tune(console, fp8=True)
+    return _tune(console, "decode-fp8")
 
 
-def _tune(console: Console, fp8: bool) -> dict:
+def tune_paged(console: Console) -> dict:
+    return _tune(console, "decode-paged")
+
+
+def _tune(console: Console, name: str) -> dict:
     import torch
 
     import cukiln
@@ -121,14 +129,26 @@ def _tune(console: Console, fp8: bool) -> dict:
 
     props = torch.cuda.get_device_properties(0)
     sms, arch = props.multi_processor_count, f"sm_{props.major}{props.minor}"
+    from .checks import paged_copy
+
     # the pipelines this GPU runs (ws, ws_deep: sm_90 on) that the caches have kernels of; the table gives the others
     # the narrow pipeline's count
-    cache = "e4m3" if fp8 else "same"
+    fp8, paged = name == "decode-fp8", name == "decode-paged"
+    cache, form = ("e4m3" if fp8 else "same"), ("paged" if paged else "fixed")
     pipelines = [p for p in PIPELINES if (not p.warp_specialized or tensor_maps(arch))
-                 and ("bf16", HEAD_DIM, 3, 16 if fp8 else 8, p.value, cache, "fixed") in dispatch.DECODE]
+                 and ("bf16", HEAD_DIM, 3, 16 if fp8 else 8, p.value, cache, form) in dispatch.DECODE]
     itemsize = 1 if fp8 else 2
-    scales = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE} if fp8 else {}
-    make = (lambda b, T: fp8_inputs(b, T)[:3]) if fp8 else inputs
+    options = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE} if fp8 else {}
+
+    def make(b: int, T: int) -> tuple:
+        """(q, k, v, call options) of one input set."""
+        if fp8:
+            return (*fp8_inputs(b, T)[:3], options)
+        q, k, v = inputs(b, T)
+        if not paged:
+            return q, k, v, options
+        (k, v), table = paged_copy((k, v), TUNED_PAGE, pool_layout="bshd", spare=0)
+        return q, k, v, {"kv_layout": "bshd", "block_table": table}
     copy = copy_tbps()
     probe = plan_call(*inputs(1, 1024), 1024, num_splits=2).attention
     resident = KERNELS.resident_blocks(0, probe.module, probe.symbol, 32 * dispatch.DECODE_WARPS, probe.shared)
@@ -146,7 +166,7 @@ def _tune(console: Console, fp8: bool) -> dict:
             for pipeline in pipelines:
                 with forced_decode_pipeline(pipeline.value):
                     times[pipeline.value] = medians_ms(
-                        {s: [lambda st=st, o=o, s=s: cukiln.decode_attention(*st, T, out=o, num_splits=s, **scales)
+                        {s: [lambda st=st, o=o, s=s: cukiln.decode_attention(*st[:3], T, out=o, num_splits=s, **st[3])
                              for st, o in zip(sets, outs)]
                          for s in split_ladder(b * HEADS_KV, T, pipeline.tile_keys)}, batches=9)
             best_pipeline, best = min(((p, s) for p in times for s in times[p]), key=lambda ps: times[ps[0]][ps[1]])
@@ -156,12 +176,11 @@ def _tune(console: Console, fp8: bool) -> dict:
             del sets, outs
             progress.advance(task)
     rule = fit_table(measurements)
-    name = "decode-fp8" if fp8 else "decode"
     meta = run_metadata(f"{name}-tune", f"cukiln tune {name}")
     result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
               "versions": meta["versions"], "copy_tbps": copy,
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
-                        "cache": "e4m3" if fp8 else "bf16"},
+                        "cache": "e4m3" if fp8 else "bf16", **({"page_size": TUNED_PAGE} if paged else {})},
               "rule": rule, "measurements": measurements}
     path = write_tuning(meta["arch"], name, result)
     console.print(f"{name} split table for {path.stem}: per K/V pipeline ({', '.join(p.value for p in pipelines)}), "
