@@ -37,6 +37,18 @@ def test_the_decode_split_rule_of_a_gpu_without_a_table_is_its_archs():
     assert split_rule("sm_75-old") == dispatch.DECODE_SPLIT_DEFAULT
 
 
+def test_fp8_caches_and_paged_pools_take_their_own_table_where_measured_else_the_16_bit_one(monkeypatch):
+    fixed, fp8, paged = ({"table": ((8, 512, pipeline) + (splits,) * 5,)} for pipeline, splits in ((0, 1), (2, 2), (4, 3)))
+    monkeypatch.setattr(dispatch, "DECODE_SPLIT", {"sm_90": fixed})
+    monkeypatch.setattr(dispatch, "DECODE_SPLIT_FP8", {"sm_90-h200": fp8})
+    monkeypatch.setattr(dispatch, "DECODE_SPLIT_PAGED", {"sm_90-h200": paged})
+    assert split_rule("sm_90-h200") is fixed
+    assert split_rule("sm_90-h200", "e4m3") is fp8 and split_rule("sm_90-h200", "e4m3", "paged") is fp8
+    assert split_rule("sm_90-h200", "same", "paged") is paged
+    # another sm_90 GPU has neither: the arch's 16-bit table
+    assert split_rule("sm_90-h100", "e4m3") is fixed and split_rule("sm_90-h100", "same", "paged") is fixed
+
+
 def test_tune_writes_the_table_of_the_gpu_it_ran_on(tmp_path):
     (tmp_path / artifacts.MANIFEST).write_text(json.dumps({"modules": {}}))
     path = write_tuning("sm_90", "decode", {"device": "NVIDIA H200", "rule": {"table": []}}, root=tmp_path)
