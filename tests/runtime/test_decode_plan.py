@@ -492,3 +492,29 @@ def test_launch_values_put_a_ws_plans_tensor_maps_of_its_own_caches_first(layout
                        for ptr in (BASE, BASE * 4096)]
     narrow = plan(q=contiguous((3, h_kv * group, 128)), k=k, v=v, kv_lens=T, kv_layout=layout, num_splits=2)
     assert decode_api.launch_values(narrow, out=7, lse=0) == narrow.values(out=7, lse=0) and len(encoded) == 2
+
+
+def _fp8_plan(group: int, d: int = 128, arch: str = "sm_90", **kw):
+    q = contiguous((2, 2 * group, d))
+    k = cache_slice(2, 2, 256, d, 512, dtype="e4m3")
+    v = cache_slice(2, 2, 256, d, 512, ptr=BASE * 64, dtype="e4m3")
+    return plan_decode(q, k, v, 100, arch=arch, **kw)
+
+
+def test_fp8_caches_take_ws_at_head_dim_128_for_groups_of_8_heads_or_fewer():
+    p = _fp8_plan(4, pipeline="ws", num_splits=1)
+    assert p.key[4:6] == ("ws", "e4m3") and p.reads_tensor_maps
+    assert p.attention.shared == dispatch.DECODE_SHARED[128, "ws", "e4m3"]
+    assert p.attention.block == (dispatch.DECODE_THREADS["ws"], 1, 1)
+    assert _fp8_plan(dispatch.DECODE_FP8_WS_MAX_GROUP, pipeline="ws", num_splits=1).pipeline == "ws"
+    # larger groups are computed with heads as rows, which the FP8 ws kernel does not do: narrow, and a forced ws says so
+    assert _fp8_plan(12, num_splits=1).pipeline == "narrow"
+    with pytest.raises(ValueError, match="query groups of 12"):
+        _fp8_plan(12, pipeline="ws", num_splits=1)
+    # no FP8 kernel of ws_deep, nor of ws at other head dims
+    with pytest.raises(ValueError, match="pipeline: the ws_deep pipeline"):
+        _fp8_plan(4, pipeline="ws_deep", num_splits=1)
+    with pytest.raises(ValueError, match="pipeline: the ws pipeline"):
+        _fp8_plan(4, d=64, pipeline="ws", num_splits=1)
+    # before sm_90, no tensor maps: the narrow rings
+    assert _fp8_plan(4, arch="sm_80", num_splits=1).pipeline == "narrow"
