@@ -430,6 +430,17 @@ struct Scoring {
   float scale_log2;  // scale * log2(e), without softcap
   float scale_over_cap, cap_log2;  // softcap: logit = cap * tanh(dot * scale / cap), in base-2 units
 
+  // Dot products that come out ``factor`` times the true ones (an FP8 cache's key scale, folded in) or ``1 / divisor``
+  // times them (a query multiplied into f16's range) scored as the true ones.
+  __device__ __forceinline__ void times(float factor) {
+    scale_log2 *= factor;
+    scale_over_cap *= factor;
+  }
+  __device__ __forceinline__ void over(float divisor) {
+    scale_log2 /= divisor;
+    scale_over_cap /= divisor;
+  }
+
   // Logits in base-2 units of one warp's scores, -inf past each row's count of keys (``count.row[e / 2]``: rows r0,
   // r0 + 8). The softcap test is made once per tile (the same way by every thread), not per score.
   template <int N>
@@ -1151,10 +1162,12 @@ __device__ __forceinline__ float query_scale(const T* q_tile, int rows) {
   }
 }
 
-// q's B fragments for attend_fp8_chunk, in f16 and times ``scale`` (query_scale): each lane's head (lane / 4), at the
-// elements its K fragments hold (R: where they lie, Fp8Rings or Fp8Swizzled).
+// q's B fragments for attend_fp8_chunk, in f16, times the block's query_scale (taken out of ``scoring`` again): each
+// lane's head (lane / 4), at the elements its K fragments hold (R: where they lie, Fp8Rings or Fp8Swizzled).
 template <typename T, int D, int kPitch, class R = Fp8Rings<D>>
-__device__ __forceinline__ void fp8_query_columns(unsigned (&q)[D / 16][2], const T* q_tile, float scale) {
+__device__ __forceinline__ void fp8_query_columns(unsigned (&q)[D / 16][2], const T* q_tile, int rows, Scoring& scoring) {
+  const float scale = query_scale<T, D, kPitch>(q_tile, rows);
+  scoring.over(scale);
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int s = 0; s < D / 16; ++s) {
@@ -1271,9 +1284,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
   C* tiles = reinterpret_cast<C*>(shared + kWidenedElems * sizeof(T));  // [kStages][K, V][kKeys][Staged::kPitch]
   T* q_tile = reinterpret_cast<T*>(tiles + kStages * 2 * kTileElems);  // [kHeadRows][kPitch], rows past the group zero
   if constexpr (kWiden) {  // this KV head's key scale, in the logits' scale
-    const float key_scale = scales.key(blockIdx.y / head_groups);
-    scoring.scale_log2 *= key_scale;
-    scoring.scale_over_cap *= key_scale;
+    scoring.times(scales.key(blockIdx.y / head_groups));
   }
 
   // Inputs (q, K/V, lengths) may come from the kernel before this one, and outputs or workspace may
@@ -1353,10 +1364,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       __syncthreads();  // the query tile is written
       RunningByKeys<D, true> run;
       unsigned q_cols[D / 16][2];
-      const float q_scale = query_scale<T, D, kPitch>(q_tile, rows);  // (the scores in the logits' scale again)
-      fp8_query_columns<T, D, kPitch>(q_cols, q_tile, q_scale);
-      scoring.scale_log2 /= q_scale;
-      scoring.scale_over_cap /= q_scale;
+      fp8_query_columns<T, D, kPitch>(q_cols, q_tile, rows, scoring);
       const unsigned lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
       for (int i = 0; i < chunks; ++i) {
         load_chunk(i + kRing - 1);  // into the stage of chunk i - 1, which this warp is done with
@@ -1796,9 +1804,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   static_assert(!(kPaged && Step::kActive), "a decode step over paged pools runs its append and attention apart");
   static_assert(!(kFp8 && (kPaged || Step::kActive)), "FP8 caches: fixed-capacity ones, the attention alone");
   if constexpr (kFp8) {  // this KV head's key scale, in the logits' scale
-    const float key_scale = cache_scales_of(p).key(kv_head);
-    scoring.scale_log2 *= key_scale;
-    scoring.scale_over_cap *= key_scale;
+    scoring.times(cache_scales_of(p).key(kv_head));
   }
   volatile int* bad_page = reinterpret_cast<volatile int*>(shared + (empty0 + 8 * Stages - base));
   if (threadIdx.x == 0) {
@@ -1924,10 +1930,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     using R = Fp8Swizzled<D>;
     RunningByKeys<D, true> run;
     unsigned q_cols[D / 16][2];
-    const float q_scale = query_scale<T, D, kPitch>(q_tile, rows);  // (the scores in the logits' scale again)
-    fp8_query_columns<T, D, kPitch, R>(q_cols, q_tile, q_scale);
-    scoring.scale_log2 /= q_scale;
-    scoring.scale_over_cap /= q_scale;
+    fp8_query_columns<T, D, kPitch, R>(q_cols, q_tile, rows, scoring);
     walk([&](const C* k_tile, const C* v_tile, int count) {
       const int own = min(Geometry::kKeysPerWarp, count - key0);  // of the warp's keys, those of the split
       if (own > 0) {
