@@ -134,18 +134,13 @@ def stages(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, cache: Cache = C
     if pipeline is Pipeline.WIDE:
         return MIN_STAGES
     if pipeline.warp_specialized:  # ws: as many as two blocks per multiprocessor leave room for; ws_deep: its ring
-        stage = stage_bytes(head_dim, pipeline.tile_keys, cache_itemsize(cache), padded=False)
+        stage = stage_bytes(head_dim, pipeline.tile_keys, cache.itemsize(2), padded=False)
         fit = ((TWO_BLOCK_BUDGET - ws_fixed_bytes(head_dim, MAX_STAGES)) if pipeline is Pipeline.WS
                else WS_DEEP_RING_BYTES) // stage
         return max(MIN_STAGES, min(MAX_STAGES, fit))
     budget = TWO_BLOCK_BUDGET if pipeline is Pipeline.DEEP else SHARED_BUDGET
     fit = (budget - query_bytes(head_dim)) // stage_bytes(head_dim, pipeline.tile_keys)
     return max(MIN_STAGES, min(MAX_STAGES, fit))
-
-
-def cache_itemsize(cache: Cache, itemsize: int = 2) -> int:
-    """Bytes of a cached element: q's 16-bit type's, or one (FP8)."""
-    return 1 if cache is Cache.E4M3 else itemsize
 
 
 def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: int | None = None,
@@ -161,7 +156,7 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
         assert merge_bytes(head_dim, warps) <= region, "the warps' partial results fit over the widened keys and stages"
         return region + query_bytes(head_dim)
     if pipeline.warp_specialized:
-        stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, cache_itemsize(cache), padded=False)
+        stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, cache.itemsize(2), padded=False)
         assert merge_bytes(head_dim, warps) <= stages_total, "the block's merge fits over the stages"
         return stages_total + ws_fixed_bytes(head_dim, n_stages)
     stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys)

@@ -70,6 +70,10 @@ class Cache(str, enum.Enum):
     SAME = "same"
     E4M3 = "e4m3"
 
+    def itemsize(self, q_itemsize: int) -> int:
+        """Bytes of a cached element, beside q's ``q_itemsize``: q's, or one (FP8)."""
+        return 1 if self is Cache.E4M3 else q_itemsize
+
 
 CACHES = tuple(Cache)
 FP8_COPY_ELEMS = 16  # an FP8 tile's 16-byte copies
@@ -112,8 +116,8 @@ class DecodeVariant(AxisRecord):
 
     @property
     def cache_itemsize(self) -> int:
-        """Bytes of a cached element: q's type's, or one (FP8)."""
-        return 1 if self.cache is Cache.E4M3 else self.dtype.itemsize
+        """Bytes of a cached element (Cache.itemsize)."""
+        return self.cache.itemsize(self.dtype.itemsize)
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from cukiln.generated import dispatch
 
 from .calls import Call, OpRuntime, bind, takes
-from .decode_plan import FP8, PIPELINES, WARP_SPECIALIZED, WS, DecodePlan, check_host_lengths, plan_decode, query_tokens
+from .decode_plan import FP8, MAP_FIELDS, PIPELINES, WS, DecodePlan, check_host_lengths, plan_decode, query_tokens
 from .driver import tensor_map
 from .kv_append_api import BLOCK_TABLE, CACHE_SCALES, LENGTH_ARGS, SINKS, STREAM, host_pages
 from .merge_plan import plan_merge
@@ -66,7 +66,6 @@ grad is refused.""")
 POINTER_FIELDS = {"q": "q", "k": "k_cache", "v": "v_cache", "kv_lens": "kv_lens", "kv_start": "kv_start",
                   "out": "out", "lse": "lse", "partial_out": "partial_out", "partial_lse": "partial_lse",
                   "k_scale": "k_scale", "v_scale": "v_scale", "block_table": "block_table", "q_lens": "q_lens"}
-_MAP_FIELDS = ("k_map", "v_map")
 
 
 def tensor_maps(plan: DecodePlan, k_ptr: int, v_ptr: int) -> tuple[bytes, bytes]:
@@ -143,7 +142,7 @@ def attention_launches(call: Call, p: DecodePlan, names: dict, torch) -> list:
                 if n in call.op.number_or_tensor and (call[n] is None or type(call[n]) is int)]
     maps = None
     if p.reads_tensor_maps:
-        maps = (_MAP_FIELDS, (names["k"], names["v"]), lambda pointers: tensor_maps(p, *pointers))
+        maps = (MAP_FIELDS, (names["k"], names["v"]), lambda pointers: tensor_maps(p, *pointers))
     a = p.attention
     launches = [call.launch(call.bind(p.device, a.module, a.symbol, a.fmt, a.grid, a.block, a.shared,
                                       a.overlap_previous, a.cluster), a.field_names, attention, pointers, integers,

@@ -41,6 +41,7 @@ WS = "ws"  # warp-specialized: a producer warp loads K/V through tensor maps (sm
 WS_DEEP = "ws_deep"
 WARP_SPECIALIZED = dispatch.DECODE_WARP_SPECIALIZED  # ws, and ws_deep (a deeper ring, one block a multiprocessor)
 TILE_KEYS = dispatch.DECODE_TILE_KEYS
+MAP_FIELDS = ("k_map", "v_map")  # the ws kernels' tensor maps of the K and V caches (decode_abi._TENSOR_MAPS)
 PIPELINE_ENV = "CUKILN_DECODE_PIPELINE"  # a pipeline's name forces it (checks, measurements); auto: the table's
 # Keys a split keeps at least (one narrow tile; split_from_table takes the chosen pipeline's tile), as in the
 # ladder `cukiln tune decode` measures.
@@ -66,12 +67,6 @@ class Launch:
     cluster: int = 1  # blocks per thread-block cluster, along x
 
 
-def reads_tensor_maps(pipeline: str, form: str) -> bool:
-    """Whether a kernel of this pipeline and cache form reads the caches through TMA tensor maps: the ws pipelines over
-    fixed caches (over paged pools their producer warps copy page by page)."""
-    return pipeline in WARP_SPECIALIZED and form == FIXED
-
-
 @dataclass(frozen=True)
 class DecodePlan:
     key: tuple  # (dtype, head dim, K/V strides, vector width, pipeline, cache, form)
@@ -87,8 +82,9 @@ class DecodePlan:
 
     @property
     def reads_tensor_maps(self) -> bool:
-        """Whether the attention kernel reads the caches through TMA tensor maps (decode_api encodes them per call)."""
-        return reads_tensor_maps(self.key[4], self.key[6])
+        """Whether the attention kernel reads the caches through TMA tensor maps (decode_api encodes them per call): its
+        parameters hold them (codegen's decode_abi.reads_tensor_maps decides)."""
+        return MAP_FIELDS[0] in self.attention.field_names
 
     @property
     def pipeline(self) -> str:
@@ -360,7 +356,8 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     ``batch_invariant``: each row split by its own key count (invariant_splits; the grid holds the most a row
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
-    FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline.
+    FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline or, from sm_90
+    on at head dim 128 for groups of DECODE_FP8_WS_MAX_GROUP heads or fewer, ws (where the table picks ws_deep too).
     Paged caches (``block_table`` given): k_cache and v_cache are pools of pages (page_table), on the narrow pipeline
     or, from sm_90 on for 16-bit caches of head dims 64 and 128 and one query token a row, ws_deep (where the table
     picks ws too: stand_in).
@@ -659,6 +656,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         combine = Launch(combine_module, combine_symbol, c_fmt, c_names, (b * h_q, 1, 1),
                          (dispatch.DECODE_COMBINE_THREADS, 1, 1), 0, overlap_previous=programmatic)
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
-    maps = {"k_map": b"", "v_map": b""} if reads_tensor_maps(key[4], form) else {}
+    maps = dict.fromkeys(MAP_FIELDS, b"") if MAP_FIELDS[0] in names else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, call.tokens,
                       {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

@@ -17,7 +17,7 @@ from cukiln.codegen.decode_variants import PIPELINES, Pipeline
 from ..timing import copy_tbps, medians_ms, rotating_sets, run_metadata, tbps
 from ..tuning import write_tuning
 from .bench import FP8_SCALE, HEAD_DIM, HEADS_KV, HEADS_Q, fp8_inputs, inputs, kv_bytes, moved_bytes
-from .checks import forced_decode_pipeline
+from .checks import forced_decode_pipeline, paged_copy
 
 NARROW = Pipeline.NARROW.value
 TUNE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -129,8 +129,6 @@ def _tune(console: Console, name: str) -> dict:
 
     props = torch.cuda.get_device_properties(0)
     sms, arch = props.multi_processor_count, f"sm_{props.major}{props.minor}"
-    from .checks import paged_copy
-
     # the pipelines this GPU runs (ws, ws_deep: sm_90 on) that the caches have kernels of; the table gives the others
     # the narrow pipeline's count
     fp8, paged = name == "decode-fp8", name == "decode-paged"
