@@ -241,21 +241,22 @@ FP8_SCALES = tuple(field for c in ("k", "v") for field in ((CPTR, f"{c}_scale"),
 PAGE_TABLE = ((CPTR, "block_table"), (I64, "table_sb"), (I64, "page_shift"), (I64, "num_pages"))
 
 
-# Several query tokens a cache row (the cp.async pipelines' kernels; the ws ones serve one, and those over fixed caches
-# take no such fields, where paged ws_deep shares the paged layout): query row r is token r % queries of cache row
-# r / queries, which has q_lens[row] of them (int32 [batch], or null: queries)
+# Several query tokens a cache row (every attention kernel's; a decode step's attention serves one and takes no such
+# fields): query row r is token r % queries of cache row r / queries, which has q_lens[row] of them (int32 [batch], or
+# null: queries)
 TOKEN_ROWS = ((CPTR, "q_lens"), (I64, "queries"))
 
 
-def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> Params:
-    """(C type, field name) of every kernel parameter of ``v``, in struct order."""
+def decode_params(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant, tokens: bool = True) -> Params:
+    """(C type, field name) of every kernel parameter of ``v``, in struct order; ``tokens``: with the query tokens'
+    fields (False: a decode step's attention, one token a row)."""
     if isinstance(v, DecodeMergeVariant):
         return _MERGE
     if isinstance(v, DecodeCombineVariant):
         return _COMBINE
     maps = _TENSOR_MAPS if reads_tensor_maps(v) else ()
     return (maps + _ATTENTION + _KV_STRIDES[v.strides] + (FP8_SCALES if v.cache is Cache.E4M3 else ())
-            + (PAGE_TABLE if v.paged else ()) + (() if reads_tensor_maps(v) else TOKEN_ROWS))
+            + (PAGE_TABLE if v.paged else ()) + (TOKEN_ROWS if tokens else ()))
 
 
 def params_layout_id(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> str:

@@ -128,7 +128,7 @@ def parse_decode_step_name(name: str) -> DecodeStepVariant:
 
 # --- the parameter struct: the attention's, then the append's ----------------------------------------------------
 def attention_params(v: DecodeStepVariant) -> Params:
-    return decode_abi.decode_params(v.attention)
+    return decode_abi.decode_params(v.attention, tokens=False)  # a step's query: one token a row
 
 
 def append_params(v: DecodeStepVariant) -> Params:

@@ -100,8 +100,8 @@ struct RowLengths {
   }
 };
 
-// A cache row's query tokens (several a row: speculative verification, multi-token prediction; the cp.async pipelines'
-// kernels): row b has q_lens[b] of them (null: queries), its query rows b * queries + j. Token j of n attends to keys
+// A cache row's query tokens (several a row: speculative verification, multi-token prediction; every attention kernel
+// but a decode step's): row b has q_lens[b] of them (null: queries), its query rows b * queries + j. Token j of n attends to keys
 // [kv_start, kv_lens - n + j + 1) (the caches hold the row's new tokens): the row's range (of) cut at the token's end
 // (end_of). A token from n on (padding), and one before which the window starts, attend to no key (zeros, -inf);
 // n out of [0, queries], or above the row's keys with several tokens a row, makes the row malformed. With one query
@@ -426,6 +426,29 @@ struct TileCounts {
   int row[2];
 };
 
+// The keys each of a thread's two query rows (``row0``, ``row1`` of the block's) lacks at its split's end ``hi``: a
+// token's end is at most 15 keys before its row's (TokenRows::end_of), so 0 to 15, or kNone (a padding token: no key at
+// all), in a byte each of one register (the loops' registers are few to spare); then a tile's count of keys from key
+// ``first`` on, per row (``count``: the tile's).
+struct RowLacks {
+  static constexpr unsigned kNone = 0xffu;
+  unsigned bytes;
+
+  template <class Place>
+  static __device__ __forceinline__ RowLacks of(const Place& place, int rows, int tokens, int end, int hi, int row0,
+                                                int row1) {
+    const auto lack = [&](int r) {
+      const int token_end = r < rows ? TokenRows::end_of(place.token(r), tokens, end) : end;
+      return r < rows && place.token(r) >= tokens ? kNone : static_cast<unsigned>(max(0, hi - token_end));
+    };
+    return RowLacks{lack(row0) | lack(row1) << 8};
+  }
+  __device__ __forceinline__ TileCounts counts(int hi, int first, int count) const {
+    const auto of = [&](unsigned lack) { return lack == kNone ? 0 : min(count, hi - first - static_cast<int>(lack)); };
+    return TileCounts{of(bytes & 0xffu), of(bytes >> 8)};
+  }
+};
+
 struct Scoring {
   float scale_log2;  // scale * log2(e), without softcap
   float scale_over_cap, cap_log2;  // softcap: logit = cap * tanh(dot * scale / cap), in base-2 units
@@ -524,7 +547,7 @@ __device__ __forceinline__ RowLengths lengths_of(const P& p) {
   return RowLengths{static_cast<const int*>(p.kv_lens), p.kv_len, static_cast<const int*>(p.kv_start),
                     p.kv_start_value, p.capacity};
 }
-// The same with several query tokens a cache row (the cp.async pipelines' kernels: their structs have the fields).
+// The same with several query tokens a cache row (every attention kernel's struct has the fields but a step's).
 template <class P>
 __device__ __forceinline__ TokenRows token_rows_of(const P& p) {
   return TokenRows{lengths_of(p), static_cast<const int*>(p.q_lens), static_cast<int>(p.queries)};
@@ -1324,22 +1347,9 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     }
     commit_copies();
   };
-  // The keys each of this thread's two query rows (``row0`` and ``row1`` of the block's; see TileCounts) lacks at the
-  // split's end, hi: its token's end is at most 15 keys before the row's (TokenRows::end_of), so 0 to 15, or kNone (a
-  // padding token: no key at all), in a byte each of one register (the loop's registers are few to spare); then a tile's
-  // count of keys from key ``first`` on, per row (count: the tile's).
-  constexpr unsigned kNone = 0xffu;
-  const auto lacking = [&](int row0, int row1) {
-    const auto lack = [&](int r) {
-      const int end = r < rows ? TokenRows::end_of(place().token(r), tokens, range.end) : range.end;
-      return r < rows && place().token(r) >= tokens ? kNone : static_cast<unsigned>(max(0, hi - end));
-    };
-    return lack(row0) | lack(row1) << 8;
-  };
-  const auto counts_of = [&](unsigned lacks, int first, int count) {
-    const auto of = [&](unsigned lack) { return lack == kNone ? 0 : min(count, hi - first - static_cast<int>(lack)); };
-    return TileCounts{of(lacks & 0xffu), of(lacks >> 8)};
-  };
+  // each of this thread's two query rows' keys per tile (RowLacks)
+  const auto lacking = [&](int row0, int row1) { return RowLacks::of(place(), rows, tokens, range.end, hi, row0, row1); };
+  const auto counts_of = [&](RowLacks lacks, int first, int count) { return lacks.counts(hi, first, count); };
 #if __CUDA_ARCH__ >= 900
   if constexpr (kWiden && Fp8Rings<D>::kServes) {
     if (rows <= 8) {  // keys as the mma's rows, each warp's keys in a ring of its own (attend_fp8_chunk)
@@ -1365,7 +1375,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
       RunningByKeys<D, true> run;
       unsigned q_cols[D / 16][2];
       fp8_query_columns<T, D, kPitch>(q_cols, q_tile, rows, scoring);
-      const unsigned lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
+      const RowLacks lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
       for (int i = 0; i < chunks; ++i) {
         load_chunk(i + kRing - 1);  // into the stage of chunk i - 1, which this warp is done with
         wait_copies<kRing - 1>();
@@ -1441,7 +1451,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     RunningByKeys<D> run;
     unsigned q_cols[D / 16][2];
     query_columns<T, D, kPitch>(q_cols, q_tile);
-    const unsigned lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
+    const RowLacks lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
     walk([&](const T* k_tile, const T* v_tile, int count, int first) {
       attend_tile_by_keys<T, D, Geometry, PaddedRows<kPitch>>(run, k_tile, v_tile, counts_of(lacks, first, count), rows,
                                                                scoring, q_cols);
@@ -1476,7 +1486,7 @@ __device__ __forceinline__ void attend(const T* q, Rows3 q_rows, const C* k, con
     }
   };
 
-  const unsigned lacks = lacking(lane / 4, lane / 4 + 8);
+  const RowLacks lacks = lacking(lane / 4, lane / 4 + 8);
   walk([&](const T* k_tile, const T* v_tile, int count, int first) {
     attend_tile<T, D, Geometry>(run, k_tile, v_tile, counts_of(lacks, first, count), rows, scoring, a_of);
   });
@@ -1701,6 +1711,9 @@ template <class P> struct HasBlockTable<P, decltype(void(&P::block_table))> { st
 // Whether it holds an FP8 cache's scales: then the caches are e4m3 bytes (decode_abi.FP8_SCALES).
 template <class P, class = void> struct HasCacheScales { static constexpr bool kValue = false; };
 template <class P> struct HasCacheScales<P, decltype(void(&P::k_scale))> { static constexpr bool kValue = true; };
+// Whether it holds query tokens (decode_abi.TOKEN_ROWS): every attention kernel's but a decode step's, which serves one.
+template <class P, class = void> struct HasTokenRows { static constexpr bool kValue = false; };
+template <class P> struct HasTokenRows<P, decltype(void(&P::q_lens))> { static constexpr bool kValue = true; };
 
 // The ws pipeline's producers over paged pools: each of the block's producer warps copies KeysPerWarp keys of a tile
 // (from ``key0`` on) by cp.async, each key's page looked up in the block table, in 16-byte pieces (a key's row over
@@ -1765,8 +1778,11 @@ struct NoStep {
 // ProducerWarps: warps that load the tiles (one over fixed caches, whose lane asks the TMA engine; over paged pools
 // each copies its share of a tile's keys).
 // An FP8 cache (the parameters hold its scales): its bytes are staged as they are, 128 a box row, and each consumer
-// warp reads its 16 keys of a tile as the rings' kernel reads a chunk (attend_fp8_chunk over Fp8Swizzled), for groups
-// of 8 heads or fewer (the planner's rule, decode_abi.FP8_WS_MAX_GROUP).
+// warp reads its 16 keys of a tile as the rings' kernel reads a chunk (attend_fp8_chunk over Fp8Swizzled), for blocks
+// of 8 query rows or fewer (the planner's rule, decode_abi.FP8_WS_MAX_GROUP).
+// Several query tokens a cache row (the parameters hold TokenRows' fields; a step's do not): a block takes the n x
+// group query rows of a (row, KV head) together (PackedRows), each row's keys cut at its token's end (RowLacks), so
+// the tiles are read once for all the tokens, as in attend.
 template <typename T, int D, int Keys, int Stages, int ProducerWarps = 1,
           bool EvictFirst = true, class P, class Step = NoStep>
 __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{}) {
@@ -1781,13 +1797,25 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   constexpr int kPitch = Geometry::kPitch;  // the query tile's
   const Sink<T, D> sink = sink_of<T, D>(p);
   Scoring scoring = scoring_of(p);
+  constexpr bool kTokens = HasTokenRows<P>::kValue;
   const int group = static_cast<int>(p.group), head_groups = static_cast<int>(p.head_groups);
   const int b = blockIdx.z;
   const int kv_head = blockIdx.y / head_groups;
   const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
-  const int rows = min(kHeadRows, group - first_in_group);
-  const int first_head = kv_head * group + first_in_group;
-  const HeadRows place{b, first_head};
+  int queries = 1;  // query tokens a cache row, padding included
+  if constexpr (kTokens) queries = static_cast<int>(p.queries);
+  const int rows = min(kHeadRows, queries * group - first_in_group);
+  const int first_head = kv_head * group + first_in_group;  // one token a row: the block's first query head
+  // (made where used from the block's index and the kernel's arguments, which need no register through the loop)
+  const auto place = [&] {
+    if constexpr (kTokens) {
+      return PackedRows{static_cast<int>(blockIdx.z), static_cast<int>(p.queries), static_cast<int>(p.group),
+                        static_cast<int>(blockIdx.y / p.head_groups),
+                        static_cast<int>(blockIdx.y % p.head_groups) * kHeadRows};
+    } else {
+      return HeadRows{b, first_head};
+    }
+  };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // stages from a 1024-byte boundary (the swizzle's), then the query tile, then the barriers
@@ -1818,13 +1846,19 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   __syncthreads();
   wait_for_prerequisite_grid();
   if (sink.split_kv()) allow_dependent_launch();
-  KeyRange range = lengths_of(p).of(b);
+  int tokens = 1;  // the row's query tokens
+  KeyRange range;
+  if constexpr (kTokens) {
+    range = token_rows_of(p).of(b, tokens);
+  } else {
+    range = lengths_of(p).of(b);
+  }
   if constexpr (Step::kActive) range = step.after_append(range, p.capacity);
   if (range.malformed) {
     for (int i = threadIdx.x; i < rows * D; i += kThreads + 32 * ProducerWarps) {
-      sink.put(b, first_head + i / D, i % D, CUKILN_NAN);
+      sink.put(place().query_row(i / D), place().head(i / D), i % D, CUKILN_NAN);
     }
-    if (threadIdx.x < rows) sink.put_lse(b, first_head + threadIdx.x, CUKILN_NAN);
+    if (threadIdx.x < rows) sink.put_lse(place().query_row(threadIdx.x), place().head(threadIdx.x), CUKILN_NAN);
     return;
   }
   int lo, hi;
@@ -1892,10 +1926,26 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   if constexpr (Step::kActive) {
     step.template load_query<D, kPitch>(q_tile, b, first_head, rows, range);
   } else {
-    load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, place, rows);
+    load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, place(), rows);
   }
   const int key0 = warp * Geometry::kKeysPerWarp;
-  // Every tile of the split through ``attend_one(k_tile, v_tile, count)``, each stage released once used.
+  // Each of this thread's two query rows' keys of a tile whose keys start at ``first`` (one token a row: the tile's
+  // ``count`` for both; see RowLacks).
+  const auto lacking = [&](int row0, int row1) {
+    if constexpr (kTokens) {
+      return RowLacks::of(place(), rows, tokens, range.end, hi, row0, row1);
+    } else {
+      return RowLacks{0};
+    }
+  };
+  const auto counts_of = [&](RowLacks lacks, int first, int count) {
+    if constexpr (kTokens) {
+      return lacks.counts(hi, first, count);
+    } else {
+      return TileCounts{count, count};
+    }
+  };
+  // Every tile of the split through ``attend_one(k_tile, v_tile, count, first)``, each stage released once used.
   const auto walk = [&](auto&& attend_one) {
     for (int t = 0; t < tiles_n; ++t) {
       const int s = t % Stages;
@@ -1912,7 +1962,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // before a TMA refill (fixed caches)
         __syncwarp();
       }
-      attend_one(k_tile, v_tile, count);
+      attend_one(k_tile, v_tile, count, lo + t * Keys);
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * s);
     }
@@ -1926,31 +1976,34 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   block_sync<true>();  // the query tile is written
   if constexpr (kFp8) {
     // keys as the mma's rows: each warp's 16 keys of a tile read as a chunk of the rings' kernel
-    if (rows > 8) __trap();  // the planner takes the ws pipelines over FP8 caches for groups of 8 heads or fewer only
+    if (rows > 8) __trap();  // the planner takes the ws pipelines over FP8 caches for blocks of 8 query rows or fewer
     using R = Fp8Swizzled<D>;
     RunningByKeys<D, true> run;
     unsigned q_cols[D / 16][2];
     fp8_query_columns<T, D, kPitch, R>(q_cols, q_tile, rows, scoring);
-    walk([&](const C* k_tile, const C* v_tile, int count) {
+    const RowLacks lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
+    walk([&](const C* k_tile, const C* v_tile, int count, int first) {
       const int own = min(Geometry::kKeysPerWarp, count - key0);  // of the warp's keys, those of the split
       if (own > 0) {
-        attend_fp8_chunk<T, D, R>(run, k_tile + key0 * D, v_tile + key0 * D, TileCounts{own, own}, rows, scoring,
-                                  q_cols);
+        attend_fp8_chunk<T, D, R>(run, k_tile + key0 * D, v_tile + key0 * D, counts_of(lacks, first + key0, own),
+                                  rows, scoring, q_cols);
       }
     });
     scale_output(run, cache_scales_of(p).value(kv_head));
     poison(run);
-    finish_block<T, D, Geometry, true, Stages * 2 * kTileBytes>(run, shared, rows, place, sink);
+    finish_block<T, D, Geometry, true, Stages * 2 * kTileBytes>(run, shared, rows, place(), sink);
   } else {
     if (rows <= 8) {  // keys as the mma's rows, as in attend
       RunningByKeys<D> run;
       unsigned q_cols[D / 16][2];
       query_columns<T, D, kPitch>(q_cols, q_tile);
-      walk([&](const T* k_tile, const T* v_tile, int count) {
-        attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring, q_cols);
+      const RowLacks lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
+      walk([&](const T* k_tile, const T* v_tile, int count, int first) {
+        attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, counts_of(lacks, first, count), rows, scoring,
+                                                    q_cols);
       });
       poison(run);
-      finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
+      finish_block<T, D, Geometry, true>(run, shared, rows, place(), sink);
       return;
     }
     Running<D> run;
@@ -1959,12 +2012,13 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
     const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
-    walk([&](const T* k_tile, const T* v_tile, int count) {
-      attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, TileCounts{count, count}, rows, scoring,
-                                                          a_of);
+    const RowLacks lacks = lacking(lane / 4, lane / 4 + 8);
+    walk([&](const T* k_tile, const T* v_tile, int count, int first) {
+      attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, counts_of(lacks, first, count), rows,
+                                                          scoring, a_of);
     });
     poison(run);
-    finish_block<T, D, Geometry, true>(run, shared, rows, place, sink);
+    finish_block<T, D, Geometry, true>(run, shared, rows, place(), sink);
   }
 #else
   __trap();  // the planner launches this pipeline from sm_90 on only

@@ -79,6 +79,8 @@ struct params_attention_s3_maps {
   long long v_sb;
   long long v_sh;
   long long v_st;
+  const void* q_lens;
+  long long queries;
 };
 
 struct params_attention_s4 {

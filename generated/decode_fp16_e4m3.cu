@@ -91,6 +91,8 @@ struct params_attention_s3_maps_fp8 {
   const void* v_scale;
   long long v_scale_stride;
   double v_scale_value;
+  const void* q_lens;
+  long long queries;
 };
 
 

@@ -439,11 +439,13 @@ class Call:
                     list(ordered), sorted(set(bumps)), self.cacheable, dict(self.substitutes), after)
 
 
-def fused(bound, first: Launch, second: Launch) -> Launch:
-    """One launch of ``bound``, whose parameter struct is ``first``'s followed by ``second``'s (the decode step's
-    fused kernel: the attention's fields, then the append's)."""
-    shift = len(first.template)
-    return Launch(bound, first.template + second.template,
+def fused(bound, first: Launch, second: Launch, first_fields: int) -> Launch:
+    """One launch of ``bound``, whose parameter struct is ``first``'s leading ``first_fields`` fields followed by
+    ``second``'s (the decode step's fused kernel: the attention's fields but the query tokens', which a decode kernel
+    holds last and a step's one token a row does not take, then the append's)."""
+    assert all(f < first_fields for f, *_ in first.pointers) and all(f < first_fields for f, _ in first.integers)
+    shift = first_fields
+    return Launch(bound, first.template[:first_fields] + second.template,
                   first.pointers + [(f + shift, *rest) for f, *rest in second.pointers],
                   first.integers + [(f + shift, a) for f, a in second.integers], first.maps)
 

@@ -357,13 +357,13 @@ def plan_decode(q: TensorInfo, k_cache: TensorInfo, v_cache: TensorInfo, kv_lens
     of the capacity gets) on the first of INVARIANT_PIPELINES the call has, merged in a cluster or by the
     combine kernel with the cluster's arithmetic: a row's result depends on its own inputs alone.
     FP8 (e4m3) caches: ``k_scale`` / ``v_scale`` dequantize them (cache_scales), on the narrow pipeline or, from sm_90
-    on at head dim 128 for groups of DECODE_FP8_WS_MAX_GROUP heads or fewer, ws (where the table picks ws_deep too).
+    on at head dim 128 for DECODE_FP8_WS_MAX_GROUP query rows or fewer a KV head (query tokens x group), ws (where
+    the table picks ws_deep too).
     Paged caches (``block_table`` given): k_cache and v_cache are pools of pages (page_table), on the narrow pipeline
-    or, from sm_90 on for 16-bit caches of head dims 64 and 128 and one query token a row, ws_deep (where the table
-    picks ws too: stand_in).
-    Several query tokens a row (q [b, n, h_q, d], ``q_lens``: query_counts): on the cp.async pipelines, whose blocks
-    take the n x group query rows of a (row, KV head) together (DECODE_HEAD_ROWS a block), so that its keys are read
-    once for all of them.
+    or, from sm_90 on for 16-bit caches of head dims 64 and 128, ws_deep (where the table picks ws too: stand_in).
+    Several query tokens a row (q [b, n, h_q, d], ``q_lens``: query_counts): every pipeline's blocks take the n x
+    group query rows of a (row, KV head) together (DECODE_HEAD_ROWS a block), so that its keys are read once for all
+    of them.
     """
     call = validate(q, k_cache, v_cache, kv_lens, kv_layout=kv_layout, kv_start=kv_start, scale=scale,
                     softcap=softcap, num_splits=num_splits, out=out, max_shared=max_shared, pipeline=pipeline,
@@ -601,11 +601,11 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     blocks = cache_rows * h_kv * head_groups
     # ws reads the caches through tensor maps: sm_90 on, a cache of at least one row and position to map, no
     # broadcast (stride 0) axis, strides within the engine's 2**40 bytes
-    # (the ws pipelines take one query token a row: their kernels map no query row to a cache row)
-    # (over FP8 caches, groups of DECODE_FP8_WS_MAX_GROUP heads or fewer: their warps read keys as the mma's rows)
-    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and call.tokens == 1 and all(
+    # (over FP8 caches, blocks of DECODE_FP8_WS_MAX_GROUP query rows or fewer, a row's tokens x the group's heads:
+    # their warps read keys as the mma's rows)
+    maps_ok = tensor_maps(arch) and b > 0 and call.capacity > 0 and all(
         0 < s * k.itemsize < 2**40 for s in call.k_strides[:3] + call.v_strides[:3]) and (
-            cache != FP8 or call.fields["group"] <= dispatch.DECODE_FP8_WS_MAX_GROUP)
+            cache != FP8 or call.tokens * call.fields["group"] <= dispatch.DECODE_FP8_WS_MAX_GROUP)
     available = tuple(p for p in PIPELINES if (q.dtype, d, strides, vec, p, cache, form) in dispatch.DECODE and (
         max_shared is None or dispatch.DECODE_SHARED[d, p, cache] <= max_shared) and (
             p not in WARP_SPECIALIZED or maps_ok))
@@ -613,10 +613,11 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         raise ValueError(f"pipeline: the {pipeline} pipeline needs a contiguous head dim of at most "
                          f"{FAST_PIPELINES_MAX_HEAD_DIM}, 16-byte aligned K/V rows and the shared memory it takes"
                          + (" (head dims 64 and 128, sm_90 or newer, a cache with rows and positions; over FP8 "
-                            f"caches head dim 128 and query groups of {dispatch.DECODE_FP8_WS_MAX_GROUP} heads or "
-                            "fewer)" if pipeline in WARP_SPECIALIZED else "")
+                            f"caches head dim 128 and {dispatch.DECODE_FP8_WS_MAX_GROUP} query rows or fewer a KV "
+                            "head, query tokens x group)" if pipeline in WARP_SPECIALIZED else "")
                          + f"; this call has head dim {d}, {strides} K/V strides, {vec}-element copies"
-                         + (f", FP8 caches (query groups of {call.fields['group']})" if cache == FP8 else "")
+                         + (f", FP8 caches ({call.tokens} query tokens x groups of {call.fields['group']})"
+                            if cache == FP8 else "")
                          + (", paged caches (narrow and ws_deep)" if form == PAGED else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
     if batch_invariant:

@@ -89,7 +89,7 @@ def plan(call: Call):
     append = plan_kv_append(**takes(plan_kv_append, {**arguments, "out": rotated, "kv_lens_out": after_info}),
                             kv_lens_host=hosts.get("kv_lens"), kv_start_host=hosts.get("kv_start"),
                             arch=call.arch(attention.device))
-    fuse, bound = fused_kernel(call, append, attention)
+    fuse, bound, attention_fields = fused_kernel(call, append, attention)
     if not fuse:  # two launches: the rotated query and the new lengths in the workspace
         call.add_scratch("q_rot", tuple(q_rot.shape), tuple(q_rot.stride()), q_rot.dtype)
         call.add_scratch("lens_after", tuple(lens_after.shape), (1,), lens_after.dtype)
@@ -109,7 +109,7 @@ def plan(call: Call):
                                      append.block, append.shared, append.overlap_previous), append.field_names,
                            append.values, pointers)]
     if fuse:
-        launches = [fused(bound, att[0], app[0])] + att[1:]
+        launches = [fused(bound, att[0], app[0], attention_fields)] + att[1:]
     else:
         launches = app + att
     after = _advance(call, fuse, host_lens) if advance else None
@@ -150,8 +150,9 @@ def _advance(call: Call, fused_launch: bool, host_lens):
     return after
 
 
-def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
-    """(whether the step fuses, its fused kernel bound) for a step planned as ``append`` and ``attention``: where the
+def fused_kernel(call: Call, append, attention) -> tuple[bool, object, int]:
+    """(whether the step fuses, its fused kernel bound, the attention's fields in its parameter struct) for a step
+    planned as ``append`` and ``attention``: where the
     build has a kernel for them (a ws attention, an append of vectors as wide as the fused rotation's:
     decode_step_family's space) and the override allows it. The override "fused" on a step that no fused kernel
     serves raises, naming why."""
@@ -159,7 +160,7 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
     if choice not in ("auto", "fused", "separate"):
         raise ValueError(f"CUKILN_DECODE_STEP_LAUNCH: expected fused, separate or auto, got {choice!r}")
     if choice == "separate":
-        return False, None
+        return False, None, 0
     p = attention
     entry = why = None
     if append is None or p.batch * p.heads_q == 0:
@@ -184,12 +185,12 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object]:
     if entry is None:
         if choice == "fused":
             raise ValueError(f"decode_step_launch=fused: this step has no fused kernel: {why}")
-        return False, None
+        return False, None, 0
     module, symbol, layout = entry
-    fmt = dispatch.DECODE_STEP_PARAMS[layout][1]
+    names, fmt = dispatch.DECODE_STEP_PARAMS[layout]
     launch = p.attention
     return True, call.bind(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared,
-                           launch.overlap_previous, launch.cluster)
+                           launch.overlap_previous, launch.cluster), sum(n.startswith("attention.") for n in names)
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_step_torch")

@@ -36,19 +36,21 @@ def pages_in_use(table, keys: int, page: int = PAGE) -> dict:
 
 
 def batch_decode(table, keys: int, heads_q: int, heads_kv: int, head_dim: int, dtype, *, tensor_cores: bool = False,
-                 kv_dtype=None, page: int = PAGE):
+                 kv_dtype=None, page: int = PAGE, queries: int = 1):
     """A BatchDecodeWithPagedKVCacheWrapper planned for ``keys`` keys in every row of ``table``'s pages of ``page``
     keys (NHD; CUDA-core decode, or with ``tensor_cores`` its tensor-core path, which runs FlashInfer's prefill
-    kernels) of q in ``dtype`` over pages of ``kv_dtype`` (default: ``dtype``; an FP8 one: its scales go to run); call
-    ``wrapper.run(q, (k_pages, v_pages))``."""
+    kernels) of q in ``dtype`` over pages of ``kv_dtype`` (default: ``dtype``; an FP8 one: its scales go to run);
+    ``queries`` > 1 (tensor cores): that many query tokens a row, causal among the row's last keys (its
+    ``q_len_per_req``); call ``wrapper.run(q [b * queries, h_q, d], (k_pages, v_pages))``."""
     import flashinfer.decode
     import torch
 
     pages = pages_in_use(table, keys, page)
     wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
         torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=table.device), "NHD", use_tensor_cores=tensor_cores)
+    per_request = {"q_len_per_req": queries} if queries > 1 else {}
     wrapper.plan(pages["indptr"], pages["indices"], pages["last"], heads_q, heads_kv, head_dim, page,
-                 pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=kv_dtype or dtype)
+                 pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=kv_dtype or dtype, **per_request)
     return wrapper
 
 

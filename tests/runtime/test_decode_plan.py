@@ -509,7 +509,7 @@ def test_fp8_caches_take_ws_at_head_dim_128_for_groups_of_8_heads_or_fewer():
     assert _fp8_plan(dispatch.DECODE_FP8_WS_MAX_GROUP, pipeline="ws", num_splits=1).pipeline == "ws"
     # larger groups are computed with heads as rows, which the FP8 ws kernel does not do: narrow, and a forced ws says so
     assert _fp8_plan(12, num_splits=1).pipeline == "narrow"
-    with pytest.raises(ValueError, match="query groups of 12"):
+    with pytest.raises(ValueError, match="1 query tokens x groups of 12"):
         _fp8_plan(12, pipeline="ws", num_splits=1)
     # no FP8 kernel of ws_deep, nor of ws at other head dims
     with pytest.raises(ValueError, match="pipeline: the ws_deep pipeline"):
@@ -518,3 +518,20 @@ def test_fp8_caches_take_ws_at_head_dim_128_for_groups_of_8_heads_or_fewer():
         _fp8_plan(4, d=64, pipeline="ws", num_splits=1)
     # before sm_90, no tensor maps: the narrow rings
     assert _fp8_plan(4, arch="sm_80", num_splits=1).pipeline == "narrow"
+
+
+def test_query_tokens_take_every_pipeline_and_fp8_ws_blocks_of_8_rows_or_fewer():
+    """A row's n tokens x the group's heads packed in a block: the ws pipelines serve them as narrow does (their kernels
+    take the tokens' fields); over FP8 caches ws's blocks hold 8 query rows at most, so n x group <= 8 there."""
+    for pipeline in ("narrow", "ws", "ws_deep"):
+        q = contiguous((2, 4, 8, 128))  # 4 tokens a row, GQA 8/2: 16 query rows a KV head
+        p = plan_decode(q, cache_slice(2, 2, 256, 128, 512), cache_slice(2, 2, 256, 128, 512, ptr=BASE * 64), 100,
+                        arch="sm_90", pipeline=pipeline, num_splits=1)
+        assert p.pipeline == pipeline and p.tokens == 4 and p.attention.grid == (1, 2, 2)
+        assert {"q_lens", "queries"} <= set(p.attention.field_names) and p.fields["queries"] == 4
+    fp8 = dict(dtype="e4m3")
+    k, v = cache_slice(2, 2, 256, 128, 512, **fp8), cache_slice(2, 2, 256, 128, 512, ptr=BASE * 64, **fp8)
+    assert plan_decode(contiguous((2, 2, 8, 128)), k, v, 100, arch="sm_90", pipeline="ws").pipeline == "ws"
+    with pytest.raises(ValueError, match="3 query tokens x groups of 4"):
+        plan_decode(contiguous((2, 3, 8, 128)), k, v, 100, arch="sm_90", pipeline="ws")
+    assert plan_decode(contiguous((2, 3, 8, 128)), k, v, 100, arch="sm_90", num_splits=1).pipeline == "narrow"

@@ -63,6 +63,47 @@ def test_the_packed_query_rows_of_any_group_match_the_reference(group, batch_inv
     assert compare(out, ref, fp32_units=64) is None and check_lse(lse, ref_lse) is None
 
 
+@pytest.mark.parametrize("pipeline", ["narrow", "ws", "ws_deep"])
+@pytest.mark.parametrize("form", ["fixed", "paged", "fp8"])
+@pytest.mark.parametrize("tokens", [2, 4, 8])
+def test_query_tokens_on_each_pipeline_match_the_reference(pipeline, form, tokens):
+    """Each pipeline's blocks take a row's tokens x the group's 4 heads, 16 query rows a block (n = 2: 8 rows, keys as
+    the mma's rows; 4: 16 rows; 8: two blocks a KV head), every split mode, against the reference; FP8 over ws: blocks
+    of 8 rows or fewer, so n = 2 there (the planner refuses more, naming why); paged pools: narrow and ws_deep."""
+    from cukiln.tools.decode.checks import forced_decode_pipeline
+
+    if form == "paged" and pipeline == "ws" or form == "fp8" and pipeline == "ws_deep":
+        pytest.skip(f"no {pipeline} kernel over {form} caches (the table's choice stands in)")
+    if torch.cuda.get_device_capability()[0] < 9 and pipeline != "narrow":
+        pytest.skip("the ws pipelines run from sm_90 on")
+    gen = torch.Generator("cuda").manual_seed(24 + tokens)
+    group, t = 4, 1000
+    q = torch.randn(B, tokens, H_KV * group, D, generator=gen, device="cuda").to(torch.bfloat16)
+    dtype = torch.float8_e4m3fn if form == "fp8" else torch.bfloat16
+    k, v = (decode_cache_view(B, H_KV, t, D, dtype, gen, capacity=t + 24) for _ in range(2))
+    extra = {"k_scale": 2.0 ** -7, "v_scale": 0.5} if form == "fp8" else {}
+    lens = torch.tensor([t, tokens + 2, 513, tokens], dtype=torch.int32, device="cuda")
+    start = torch.tensor([0, 4, 100, 0], dtype=torch.int32, device="cuda")  # row 1: a window inside its new tokens
+    q_lens = torch.tensor([tokens, tokens - 1, 1, 0], dtype=torch.int32, device="cuda")
+    kc, vc, paging = k, v, {}
+    if form == "paged":
+        (kc, vc), table = paged_copy((k, v), 16, gen=gen)
+        paging = {"block_table": table}
+    with forced_decode_pipeline(pipeline):
+        if form == "fp8" and pipeline == "ws" and tokens * group > 8:
+            with pytest.raises(ValueError, match="query rows or fewer"):
+                cukiln.decode_attention(q, kc, vc, lens, q_lens=q_lens, **extra)
+            return
+        for num_splits in (None, 1, 3):
+            out = torch.full_like(q, float("nan"))
+            got, lse = cukiln.decode_attention(q, kc, vc, lens, kv_start=start, q_lens=q_lens, num_splits=num_splits,
+                                               out=out, return_lse=True, **paging, **extra)
+            ref, ref_lse = cukiln.reference.decode_attention(q, k, v, lens, kv_start=start, q_lens=q_lens,
+                                                             return_lse=True, **extra)
+            assert compare(out, ref, fp32_units=64) is None, num_splits
+            assert check_lse(lse, ref_lse) is None, num_splits
+
+
 def test_a_row_whose_cache_lacks_its_new_tokens_is_nan_and_only_it():
     gen = torch.Generator("cuda").manual_seed(22)
     q = torch.randn(3, 4, 8, D, generator=gen, device="cuda").to(torch.bfloat16)

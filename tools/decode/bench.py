@@ -203,8 +203,9 @@ Q_LENS = (1, 2, 4, 8)  # --q-len: a plain decode step, then speculative verifica
 def _bench_q_len_case(b: int, T: int, q_lens, copy: float, rotate: bool, missing: dict) -> dict:
     """One case of --q-len: per query length n, cukiln's decode of n tokens a row (the cache's last n keys theirs,
     causal among them) beside torch's SDPA with a causal mask and FlashInfer's batch prefill (causal, over a page-16
-    copy) and at n = 1 its batch decodes; each output compared with SDPA's before it is timed; ``vs_q_len_1``: cukiln's
-    time at n over its own at 1 on the same caches (the keys read once whatever n)."""
+    copy), its tensor-core batch decode (n tokens a row: its ``q_len_per_req``) and at n = 1 its CUDA-core decode too;
+    each output compared with SDPA's before it is timed; ``vs_q_len_1``: cukiln's time at n over its own at 1 on the
+    same caches (the keys read once whatever n)."""
     import torch
 
     import cukiln
@@ -235,6 +236,14 @@ def _bench_q_len_case(b: int, T: int, q_lens, copy: float, rotate: bool, missing
                                                     for q, c in zip(qs, copies)]
             except Exception as e:  # its module does not build here
                 missing.setdefault("flashinfer prefill", failure(e))
+            if n > 1:
+                try:
+                    wrapper = flashinfer_peer.batch_decode(copies[0][2], T, HEADS_Q, HEADS_KV, HEAD_DIM, torch.bfloat16,
+                                                           tensor_cores=True, queries=n)
+                    contenders["flashinfer tc"] = [lambda q=q, c=c, w=wrapper: w.run(q.flatten(0, 1), c[:2])
+                                                   for q, c in zip(qs, copies)]
+                except Exception as e:  # its module does not build here, or takes no q_len_per_req
+                    missing.setdefault(f"flashinfer tc (q_len {n})", failure(e))
         if n == 1:
             for name, calls in _flashinfer([(q[:, 0], *s[1:]) for q, s in zip(qs, sets)], b, T).items():
                 if isinstance(calls, str):

@@ -172,13 +172,14 @@ def check_decode_variant(axes: dict, name: str, splits: tuple[int, ...] = (1, 3,
                 problem = run_decode_and_compare(q, k, v, lens, **kwargs)[0]
                 if problem is not None:
                     return f"GQA {group}, {num_splits} splits: {problem}"
-                if not Pipeline(axes.get("pipeline", Pipeline.NARROW.value)).warp_specialized:
-                    # several query tokens a row (the cp.async pipelines' kernels): 3 a row, ragged counts
-                    tokens = torch.randn(b, 3, q.shape[1], d, generator=gen, device="cuda").to(dtype)
-                    counts = torch.tensor([3, 1, 2], dtype=torch.int32, device="cuda")
+                # several query tokens a row, ragged counts: 3 a row (FP8 over ws: as many as its blocks' 8 rows hold)
+                n = min(3, dispatch.DECODE_FP8_WS_MAX_GROUP // group) if fp8_ws else 3
+                if n > 1:
+                    tokens = torch.randn(b, n, q.shape[1], d, generator=gen, device="cuda").to(dtype)
+                    counts = torch.tensor([n, 1, n - 1], dtype=torch.int32, device="cuda")
                     problem = run_decode_and_compare(tokens, k, v, lens, q_lens=counts, **kwargs)[0]
                     if problem is not None:
-                        return f"GQA {group}, {num_splits} splits, 3 query tokens a row: {problem}"
+                        return f"GQA {group}, {num_splits} splits, {n} query tokens a row: {problem}"
         return _check_batch_invariant(axes, name, queries[CHECKED_GROUPS[0]], gen, k.dtype, scales, paged)
 
 
