@@ -56,7 +56,7 @@ def _source() -> str:
     fields = "\n".join(f"  {ctype} {name};" for ctype, name in decode_abi.decode_params(ATTENTION))
     entries = "\n".join(
         f'extern "C" __global__ void __launch_bounds__({THREADS}, {blocks}) decode_{name}(const __grid_constant__ '
-        f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}, 1, 1, "
+        f"ws_params p) {{\n  cukiln::decode::attend_ws<cukiln::bf16, {HEAD_DIM}, {KEYS}, {stages}, 1, "
         f"{'true' if evict_first else 'false'}>(p);\n}}"
         for name, (stages, blocks, evict_first) in CONFIGS.items())
     combine = decode_family.render_module(Dtype.BF16, [COMBINE])

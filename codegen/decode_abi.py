@@ -24,11 +24,6 @@ PRODUCER_WARPS = 1
 # tile (16 keys each), in a block of 256 threads (one a multiprocessor: registers for all of them)
 PAGED_PRODUCER_WARPS = 4
 WS_ALIGNMENT_SLACK = 1024
-# ws_deep over fixed 16-bit caches is launched with two row groups of WARPS computing warps where a KV head has more
-# query rows than one group's HEAD_ROWS (several query tokens a row x its group): both groups' warps read the same
-# stages, so the keys are read once for 32 rows, where blocks of 16 read them once each (one block a multiprocessor:
-# the registers of 8 computing warps and its producer). Its shared memory holds a query tile per group.
-ROW_GROUPS = 2
 WS_MAX_BLOCKS = 2  # 160 threads a block: a third block would leave 136 registers a thread (the tile needs ~170)
 # Elements between tile rows in shared memory beyond the head dim (16 bytes), so that the eight rows an
 # ldmatrix phase reads start on distinct 16-byte bank groups.
@@ -57,12 +52,11 @@ FP8_RING_HEAD_DIMS = (64, 128, 256)
 # heads or fewer; larger ones take the narrow pipeline, whose warps widen their keys in shared memory
 FP8_WS_MAX_GROUP = 8
 THREE_BLOCK_BUDGET = SM90_SHARED_PER_SM // 3 - SHARED_RESERVED_PER_BLOCK
-# The ws_deep pipeline's ring (one block per multiprocessor): 5 stages of 64 keys at head dim 128 (8 at 64). Measured
-# with the ws sweep (results/decode-ws-sweep-h100-2026-11-27-ring-depth.json, H100, bf16, d 128, one row group), 4, 5
-# and 6 stages came within 0.3 % of each other on every grid timed (b = 1, T = 128k 0.988, 0.986 and 0.984x copy;
-# b = 128, T = 32k 1.035, 1.033, 1.031x), 4 ahead. With two row groups (9 warps: 168 registers a thread) the 4-stage
-# kernel spilled 8 bytes at head dim 128 where 3, 5 and 6 stages did not: 5 (NVRTC 13.5, sm_90).
-WS_DEEP_RING_BYTES = 160 * 1024
+# The ws_deep pipeline's ring (one block per multiprocessor): 4 stages of 64 keys at head dim 128. Measured with the
+# ws sweep (results/decode-ws-sweep-h100-2026-11-27-ring-depth.json, H100, bf16, d 128) against 5 and 6 stages: 4 as
+# fast or faster on every grid timed (b = 8, T = 32k in one pass 1.024x copy, where 5 and 6 were best at 2 splits,
+# 1.012x; b = 1, T = 128k 0.988 against 0.986 and 0.984; b = 128, T = 32k 1.035 against 1.033 and 1.031).
+WS_DEEP_RING_BYTES = 128 * 1024
 MIN_STAGES, MAX_STAGES = 2, 8
 # Threads of a combine block (one per output element, looping for head dims above it).
 COMBINE_THREADS = 128
@@ -105,16 +99,10 @@ def stage_bytes(head_dim: int, tile: int, itemsize: int = 2, padded: bool = True
     return 2 * tile * (head_dim + (ROW_PADDING if padded else 0)) * itemsize
 
 
-def ws_fixed_bytes(head_dim: int, n_stages: int, groups: int = 1) -> int:
-    """The ws pipeline's shared memory besides its stages: the alignment slack, the query tile (one a row group), two
-    mbarriers a stage and 16 bytes after them (a paged pool's malformed-entry flag)."""
-    return WS_ALIGNMENT_SLACK + groups * query_bytes(head_dim) + 16 * n_stages + 16
-
-
-def row_groups(pipeline: Pipeline, cache: Cache = Cache.SAME, paged: bool = False) -> int:
-    """The most row groups an attention kernel of ``pipeline`` is launched with (ROW_GROUPS: ws_deep over fixed 16-bit
-    caches)."""
-    return ROW_GROUPS if pipeline is Pipeline.WS_DEEP and cache is Cache.SAME and not paged else 1
+def ws_fixed_bytes(head_dim: int, n_stages: int) -> int:
+    """The ws pipeline's shared memory besides its stages: the alignment slack, the query tile, two mbarriers a
+    stage and 16 bytes after them (a paged pool's malformed-entry flag)."""
+    return WS_ALIGNMENT_SLACK + query_bytes(head_dim) + 16 * n_stages + 16
 
 
 def query_bytes(head_dim: int, itemsize: int = 2) -> int:
@@ -167,11 +155,10 @@ def shared_bytes(head_dim: int, pipeline: Pipeline = Pipeline.NARROW, n_stages: 
         region = widened_bytes(head_dim, keys) + n_stages * stage_bytes(head_dim, keys, 1, padded=False)
         assert merge_bytes(head_dim, warps) <= region, "the warps' partial results fit over the widened keys and stages"
         return region + query_bytes(head_dim)
-    if pipeline.warp_specialized:  # (paged pools' ws_deep kernels take one row group: the fixed ones' bytes serve them)
-        groups = row_groups(pipeline, cache)
+    if pipeline.warp_specialized:
         stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys, cache.itemsize(2), padded=False)
-        assert groups * merge_bytes(head_dim, warps) <= stages_total, "each row group's merge fits over its stages"
-        return stages_total + ws_fixed_bytes(head_dim, n_stages, groups)
+        assert merge_bytes(head_dim, warps) <= stages_total, "the block's merge fits over the stages"
+        return stages_total + ws_fixed_bytes(head_dim, n_stages)
     stages_total = n_stages * stage_bytes(head_dim, tile or pipeline.tile_keys)
     assert warps * HEAD_ROWS * (head_dim + 2) * 4 <= stages_total, "the warps' partial results fit over the stages"
     return stages_total + query_bytes(head_dim)
@@ -302,7 +289,5 @@ def block_threads(pipeline: Pipeline, paged: bool = False) -> int:
 def max_threads(v: DecodeVariant | DecodeCombineVariant | DecodeMergeVariant) -> int:
     if isinstance(v, DecodeMergeVariant):
         return MERGE_THREADS
-    if isinstance(v, DecodeCombineVariant):
-        return COMBINE_THREADS
-    return block_threads(v.pipeline, v.paged) + 32 * WARPS * (row_groups(v.pipeline, v.cache, v.paged) - 1)
+    return COMBINE_THREADS if isinstance(v, DecodeCombineVariant) else block_threads(v.pipeline, v.paged)
 

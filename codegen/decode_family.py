@@ -43,7 +43,6 @@ def render_module(dtype: Dtype, variants: list[DecodeVariant | DecodeCombineVari
         struct_of=struct_of,
         max_threads=32 * warps,
         producers={v.name: decode_abi.producer_warps(v.pipeline, v.paged) for v in attention},
-        row_groups={v.name: decode_abi.row_groups(v.pipeline, v.cache, v.paged) for v in attention},
         # the register budget per variant: as many resident blocks as its shared memory allows
         geometry=geometry or {v.name: (v.pipeline.tile_keys, decode_abi.stages(v.head_dim, v.pipeline, v.cache),
                                        decode_abi.min_blocks_per_sm(v.head_dim, v.pipeline, cache=v.cache))
@@ -109,10 +108,6 @@ def dispatch_lines(variants: list, tuning: dict[str, dict]) -> list[str]:
         "# and over paged pools (whose ws_deep kernels have several producer warps)",
         f"DECODE_THREADS = {dict((p.value, decode_abi.block_threads(p)) for p in PIPELINES)!r}",
         f"DECODE_PAGED_THREADS = {dict((p.value, decode_abi.block_threads(p, True)) for p in PAGED_PIPELINES)!r}",
-        "# pipelines whose kernels over fixed caches of q's type run with up to this many row groups of DECODE_WARPS",
-        "# computing warps (DECODE_HEAD_ROWS query rows each), all over the same stages: a KV head's rows past one",
-        "# group's in one block, its keys read once",
-        f"DECODE_ROW_GROUPS = {dict((p.value, n) for p in PIPELINES if (n := decode_abi.row_groups(p)) > 1)!r}",
         "# Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.",
         f"DECODE_MAX_CLUSTER_SPLITS = {decode_abi.MAX_CLUSTER_SPLITS}",
         "# batch-invariant mode: (most keys of a row or None, its split count), first match",

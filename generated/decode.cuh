@@ -78,30 +78,6 @@ __device__ __forceinline__ void block_sync() {
   }
 }
 
-// The threads that merge a block's running states (finish_block, merge_cluster): the block's computing warps
-// (block_sync's), or (Grouped: a warp-specialized block of two row groups, decode_abi.ROW_GROUPS) one row group's
-// kThreads, which merge its own rows over a region of their own, on a named barrier of their own (2 + the group).
-template <bool Specialized = false, bool Grouped = false>
-struct Crew {
-  int group = 0;
-  // (unsigned, as threadIdx.x: the block's kernels compare and count with it as they did before row groups)
-  __device__ __forceinline__ unsigned thread() const {
-    if constexpr (Grouped) {
-      return threadIdx.x - group * kThreads;
-    } else {
-      return threadIdx.x;
-    }
-  }
-  __device__ __forceinline__ int warp() const { return thread() / 32; }
-  __device__ __forceinline__ void sync() const {
-    if constexpr (Grouped) {
-      asm volatile("bar.sync %0, %1;\n" ::"r"(2 + group), "n"(kThreads) : "memory");
-    } else {
-      block_sync<Specialized>();
-    }
-  }
-};
-
 // The keys a row attends to. Out of range (end beyond the capacity, negative, start after end): the
 // row is malformed and its output is NaN, since a device-resident length cannot be checked on the host.
 struct KeyRange {
@@ -597,16 +573,16 @@ __device__ __forceinline__ Sink<T, D> sink_of(const P& p) {
 // anywhere NaN), the weights past `own_o` in each block's own shared memory.
 // Specialized: the block's computing warps only (block_sync); its producer warps meet the two cluster barriers in
 // cluster_merge_barriers.
-template <typename T, int D, bool Specialized = false, class Place, class Who = Crew<Specialized>>
+template <typename T, int D, bool Specialized = false, class Place>
 __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse, int rows, const Place& place,
-                                              const Sink<T, D>& sink, const Who& crew = Who{}) {
+                                              const Sink<T, D>& sink) {
   const unsigned n = blocks_in_cluster(), rank = rank_in_cluster();
   float* split_weight = own_o + kHeadRows * D;  // [kMaxClusterSplits][kHeadRows]
   float* merged_lse = split_weight + kMaxClusterSplits * kHeadRows;  // [kHeadRows]
   cluster_sync();  // every split's result is written
   // Per row, once: each split's weight (its output rows are normalized: a sum of 1 each).
-  if (crew.thread() < rows) {
-    const int r = crew.thread();
+  if (threadIdx.x < rows) {
+    const int r = threadIdx.x;
     float lses[kMaxClusterSplits], ones[kMaxClusterSplits], w[kMaxClusterSplits];
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) {
@@ -618,9 +594,9 @@ __device__ __forceinline__ void merge_cluster(float* own_o, const float* own_lse
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) split_weight[s * kHeadRows + r] = w[s];
   }
-  crew.sync();
+  block_sync<Specialized>();
   // The outputs shared out over the cluster's threads; every split's element in flight before the sum.
-  for (int i = rank * kThreads + crew.thread(); i < rows * D; i += n * kThreads) {
+  for (int i = rank * kThreads + threadIdx.x; i < rows * D; i += n * kThreads) {
     const int r = i / D, j = i % D;
     float outs[kMaxClusterSplits], w[kMaxClusterSplits];
 #pragma unroll
@@ -655,21 +631,19 @@ __device__ __forceinline__ void split_range(const KeyRange& range, int split, in
 
 // The query rows of the block into shared memory (any strides, so element by element): every load issued
 // before any store, so that the block waits for one round trip to memory here, not one per batch of loads.
-// ``thread``: the loading thread's index among the kThreads (a row group's own, in a block of two).
 template <typename T, int D, int kPitch, class Place>
-__device__ __forceinline__ void load_query(T* q_tile, const T* q, const Rows3& q_rows, const Place& place, int rows,
-                                           unsigned thread = threadIdx.x) {
+__device__ __forceinline__ void load_query(T* q_tile, const T* q, const Rows3& q_rows, const Place& place, int rows) {
   constexpr int kPerThread = kHeadRows * D / kThreads;
   static_assert(kHeadRows * D % kThreads == 0, "every thread loads the same number of query elements");
   T values[kPerThread];
 #pragma unroll
   for (int c = 0; c < kPerThread; ++c) {
-    const int i = thread + c * kThreads, r = i / D, j = i % D;
+    const int i = threadIdx.x + c * kThreads, r = i / D, j = i % D;
     values[c] = r < rows ? q[q_rows.at(place.query_row(r), place.head(r), j)] : T{0};
   }
 #pragma unroll
   for (int c = 0; c < kPerThread; ++c) {
-    const int i = thread + c * kThreads;
+    const int i = threadIdx.x + c * kThreads;
     q_tile[(i / D) * kPitch + i % D] = values[c];
   }
 }
@@ -704,22 +678,15 @@ __device__ __forceinline__ void raise_maximum(float& m, float& l, float tile_max
 // fragments (``a(kk)``, per 16-element step of the head dim), online softmax, O += P . V. Rows from ``rows`` on
 // are padding (no query head; never written out): their probabilities are zeros, which the tensor cores multiply
 // at less power than the ones their zero scores would give, and a row's arithmetic does not depend on another's.
-// Grouped: a block of two row groups, whose warps share out a tile's keys among the kWarps of their group.
-template <int KeysPerWarp, bool Grouped = false>
-__device__ __forceinline__ int first_key_of_warp() {
-  return static_cast<int>(Grouped ? threadIdx.x / 32 % kWarps : threadIdx.x / 32) * KeysPerWarp;
-}
-
-template <typename T, int D, class Geometry, class QueryFragment, class Layout = PaddedRows<Geometry::kPitch>,
-          bool Grouped = false>
+template <typename T, int D, class Geometry, class QueryFragment, class Layout = PaddedRows<Geometry::kPitch>>
 __device__ __forceinline__ void attend_tile(Running<D>& run, const T* k_tile, const T* v_tile, const TileCounts& count,
                                             int rows, const Scoring& scoring, const QueryFragment& a_of) {
   using M = Mma<T>;
   constexpr int kSlices = Geometry::kSlices;
-  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // ldmatrix row addresses: the matrix (lane / 8) and row (lane % 8) this lane points at.
   const int mat = lane / 8, mrow = lane % 8;
-  const int key0 = first_key_of_warp<Geometry::kKeysPerWarp, Grouped>();
+  const int key0 = warp * Geometry::kKeysPerWarp;
   // Scores of this warp's keys: two 8-key column tiles a slice, summed over the head dim in two
   // independent chains (even and odd 16-element steps), so that one mma's latency overlaps the other's.
   float s[2 * kSlices][4] = {}, s_odd[2 * kSlices][4] = {};  // zero-initialized
@@ -934,15 +901,15 @@ __device__ __forceinline__ void probabilities_by_keys(RunningByKeys<D, Fp8Rows>&
 // attend_tile for a group of ``rows`` <= 8 heads, keys as the mma's rows (RunningByKeys). The probabilities P^T
 // leave the scores' accumulators as the rows of 8x8 matrices and enter P . V as columns, so each is transposed in
 // registers (transpose_8x8) on the way.
-template <typename T, int D, class Geometry, class Layout, bool Grouped = false>
+template <typename T, int D, class Geometry, class Layout>
 __device__ __forceinline__ void attend_tile_by_keys(RunningByKeys<D>& run, const T* k_tile, const T* v_tile,
                                                     const TileCounts& count, int rows, const Scoring& scoring,
                                                     const unsigned (&q)[D / 16][2]) {
   using M = Mma<T>;
   constexpr int kSlices = Geometry::kSlices;
-  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int mat = lane / 8, mrow = lane % 8;
-  const int key0 = first_key_of_warp<Geometry::kKeysPerWarp, Grouped>();
+  const int key0 = warp * Geometry::kKeysPerWarp;
   // S^T per slice of 16 keys, summed over the head dim in two independent chains (even and odd steps).
   float s[kSlices][4] = {}, s_odd[kSlices][4] = {};  // zero-initialized
 #pragma unroll
@@ -1042,17 +1009,16 @@ __device__ __forceinline__ void leave_running(RunningByKeys<D, Fp8Rows>& run, fl
 // (over the K/V stages, now idle); per row, once, each warp's weight and the row's log-sum-exp (base 2); then
 // every output element is the weighted sum of the warps' O, written to the sink, or kept in shared memory
 // for the cluster's merge when the block is one split of a cluster.
-template <typename T, int D, class Geometry, bool Specialized = false, int RegionBytes = 0, class Run, class Place,
-          class Who = Crew<Specialized>>
+template <typename T, int D, class Geometry, bool Specialized = false, int RegionBytes = 0, class Run, class Place>
 __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, int rows, const Place& place,
-                                             const Sink<T, D>& sink, const Who& crew = Who{}) {
+                                             const Sink<T, D>& sink) {
   constexpr int kTileElems = Geometry::kKeys * Geometry::kPitch;
-  const int warp = crew.warp();
+  const int warp = threadIdx.x / 32;
   float* part_m = reinterpret_cast<float*>(shared);  // [kWarps][kHeadRows]
   float* part_l = part_m + kWarps * kHeadRows;  // [kWarps][kHeadRows]
   float* part_o = part_l + kWarps * kHeadRows;  // [kWarps][kHeadRows][D]
   leave_running(run, part_m + warp * kHeadRows, part_l + warp * kHeadRows, part_o + warp * kHeadRows * D);
-  crew.sync();
+  block_sync<Specialized>();
   float* weight = part_o + kWarps * kHeadRows * D;  // [kWarps][kHeadRows]
   float* row_lse = weight + kWarps * kHeadRows;  // [kHeadRows]
   // A split of a cluster keeps its result in its shared memory for the cluster's merge (past these).
@@ -1060,8 +1026,8 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
   static_assert(((2 + D + 1) * kWarps * kHeadRows + kHeadRows * (1 + D) + (kMaxClusterSplits + 1) * kHeadRows) * 4 <=
                     (RegionBytes > 0 ? RegionBytes : Geometry::kStages * 2 * kTileElems * sizeof(T)),
                 "the warps' partial results, the weights and the block's own result fit over the K/V stages");
-  if (crew.thread() < kHeadRows) {
-    const int r = crew.thread();
+  if (threadIdx.x < kHeadRows) {
+    const int r = threadIdx.x;
     float pm[kWarps], pl[kWarps], w[kWarps];
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) {
@@ -1072,9 +1038,9 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) weight[k * kHeadRows + r] = w[k];
   }
-  crew.sync();
+  block_sync<Specialized>();
   const bool clustered = blocks_in_cluster() > 1;
-  for (int i = crew.thread(); i < rows * D; i += kThreads) {
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, j = i % D;
     float o = 0.f;
 #pragma unroll
@@ -1091,7 +1057,7 @@ __device__ __forceinline__ void finish_block(Run& run, unsigned char* shared, in
     }
   }
 #if __CUDA_ARCH__ >= 900
-  if (clustered) merge_cluster<T, D, Specialized>(own_o, row_lse, rows, place, sink, crew);
+  if (clustered) merge_cluster<T, D, Specialized>(own_o, row_lse, rows, place, sink);
 #endif
 }
 
@@ -1817,10 +1783,7 @@ struct NoStep {
 // Several query tokens a cache row (the parameters hold TokenRows' fields; a step's do not): a block takes the n x
 // group query rows of a (row, KV head) together (PackedRows), each row's keys cut at its token's end (RowLacks), so
 // the tiles are read once for all the tokens, as in attend.
-// MaxRowGroups 2 (decode_abi.ROW_GROUPS): a launch of 8 consumer warps is two row groups of 4, group g's warps taking
-// rows kHeadRows g on of the block's 32 over the same stages (each warp its quarter of every tile's keys), so that a KV
-// head's 32 query rows read its keys once; a launch of 4 is one group (the planner's choice, by a KV head's rows).
-template <typename T, int D, int Keys, int Stages, int ProducerWarps = 1, int MaxRowGroups = 1,
+template <typename T, int D, int Keys, int Stages, int ProducerWarps = 1,
           bool EvictFirst = true, class P, class Step = NoStep>
 __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{}) {
 #if __CUDA_ARCH__ >= 900
@@ -1835,37 +1798,24 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   const Sink<T, D> sink = sink_of<T, D>(p);
   Scoring scoring = scoring_of(p);
   constexpr bool kTokens = HasTokenRows<P>::kValue;
-  static_assert(MaxRowGroups == 1 || (kTokens && !Step::kActive), "row groups: a decode kernel's rows");
-  // This launch's row groups, and a consumer warp's (MaxRowGroups 1: constants; else made where used from the
-  // launch's shape, which needs no register through the loop: a block of 9 warps has 168 registers a thread).
-  const auto groups_of = [] {
-    return MaxRowGroups > 1 ? (static_cast<int>(blockDim.x) / 32 - ProducerWarps) / kWarps : 1;
-  };
-  const auto row_group_of = [&] {
-    return MaxRowGroups > 1 ? min(static_cast<int>(threadIdx.x / 32) / kWarps, groups_of() - 1) : 0;
-  };
-  const int groups = groups_of(), consumers = kWarps * groups, row_group = row_group_of();
   const int group = static_cast<int>(p.group), head_groups = static_cast<int>(p.head_groups);
   const int b = blockIdx.z;
   const int kv_head = blockIdx.y / head_groups;
-  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows * groups;
+  const int first_in_group = (blockIdx.y % head_groups) * kHeadRows;
   int queries = 1;  // query tokens a cache row, padding included
   if constexpr (kTokens) queries = static_cast<int>(p.queries);
-  const int block_rows = min(kHeadRows * groups, queries * group - first_in_group);
-  const int rows = MaxRowGroups > 1 ? max(0, min(kHeadRows, block_rows - kHeadRows * row_group)) : block_rows;  // its group's
+  const int rows = min(kHeadRows, queries * group - first_in_group);
   const int first_head = kv_head * group + first_in_group;  // one token a row: the block's first query head
-  // The block's query rows from its row ``first`` on (made where used from the block's index and the kernel's
-  // arguments, which need no register through the loop); place(): the warp's row group's.
-  const auto place_from = [&](int first) {
+  // (made where used from the block's index and the kernel's arguments, which need no register through the loop)
+  const auto place = [&] {
     if constexpr (kTokens) {
       return PackedRows{static_cast<int>(blockIdx.z), static_cast<int>(p.queries), static_cast<int>(p.group),
                         static_cast<int>(blockIdx.y / p.head_groups),
-                        static_cast<int>(blockIdx.y % p.head_groups) * kHeadRows * groups_of() + first};
+                        static_cast<int>(blockIdx.y % p.head_groups) * kHeadRows};
     } else {
-      return HeadRows{b, first_head + first};
+      return HeadRows{b, first_head};
     }
   };
-  const auto place = [&] { return place_from(kHeadRows * row_group_of()); };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // stages from a 1024-byte boundary (the swizzle's), then the query tile, then the barriers
@@ -1874,9 +1824,8 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   const unsigned base = (raw0 + 1023u) & ~1023u;
   unsigned char* shared = raw + (base - raw0);
   C* tiles = reinterpret_cast<C*>(shared);
-  T* q_tile = reinterpret_cast<T*>(tiles + Stages * 2 * kTileElems);  // [MaxRowGroups][kHeadRows][kPitch]
-  const unsigned full0 = base + Stages * 2 * kTileBytes + MaxRowGroups * kHeadRows * kPitch * sizeof(T);
-  const unsigned empty0 = full0 + 8 * Stages;
+  T* q_tile = reinterpret_cast<T*>(tiles + Stages * 2 * kTileElems);
+  const unsigned full0 = base + Stages * 2 * kTileBytes + kHeadRows * kPitch * sizeof(T), empty0 = full0 + 8 * Stages;
   // paged pools: the producer's lanes copy by cp.async, each arriving on a stage's "full" barrier; a flag after the
   // barriers says whether a key's table entry lay outside the pool (decode_abi.ws_fixed_bytes counts its 16 bytes)
   constexpr bool kPaged = HasBlockTable<P>::kValue;
@@ -1889,7 +1838,7 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   if (threadIdx.x == 0) {
     for (int s = 0; s < Stages; ++s) {
       mbar_init(full0 + 8 * s, kPaged ? 32 * ProducerWarps : 1);
-      mbar_init(empty0 + 8 * s, consumers);
+      mbar_init(empty0 + 8 * s, kWarps);
     }
     if constexpr (kPaged) *bad_page = 0;
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -1906,12 +1855,10 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   }
   if constexpr (Step::kActive) range = step.after_append(range, p.capacity);
   if (range.malformed) {
-    for (int i = threadIdx.x; i < block_rows * D; i += 32 * (consumers + ProducerWarps)) {
-      sink.put(place_from(0).query_row(i / D), place_from(0).head(i / D), i % D, CUKILN_NAN);
+    for (int i = threadIdx.x; i < rows * D; i += kThreads + 32 * ProducerWarps) {
+      sink.put(place().query_row(i / D), place().head(i / D), i % D, CUKILN_NAN);
     }
-    if (threadIdx.x < block_rows) {
-      sink.put_lse(place_from(0).query_row(threadIdx.x), place_from(0).head(threadIdx.x), CUKILN_NAN);
-    }
+    if (threadIdx.x < rows) sink.put_lse(place().query_row(threadIdx.x), place().head(threadIdx.x), CUKILN_NAN);
     return;
   }
   int lo, hi;
@@ -1926,11 +1873,11 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     }
   }
 
-  if (ProducerWarps == 1 ? warp == consumers : warp >= consumers) {  // the producers
+  if (ProducerWarps == 1 ? warp == kWarps : warp >= kWarps) {  // the producers
     if constexpr (kPaged) {  // every lane of each copies
       static_assert(Keys % ProducerWarps == 0, "a tile's keys shared out evenly");
       constexpr int kKeysPerWarp = Keys / ProducerWarps, kEntries = (kKeysPerWarp + 31) / 32;
-      const int key0 = (warp - consumers) * kKeysPerWarp;
+      const int key0 = (warp - kWarps) * kKeysPerWarp;
       bool bad = false;
       int entry[kEntries];  // the table entries of the tile being copied; the next tile's load before its copies
       if (tiles_n > 0) page_entries<kKeysPerWarp>(p, b, lo, key0, min(Keys, hi - lo), entry);
@@ -1976,20 +1923,12 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     return;
   }
 
-  // A row group's consumers (MaxRowGroups 1: the block's): its query tile, and the region it merges over (the
-  // stages shared out; 0: finish_block's default, all of them)
-  const auto crew = [&] { return Crew<true, (MaxRowGroups > 1)>{row_group_of()}; };
-  T* const group_q = q_tile + kHeadRows * row_group * kPitch;
-  constexpr int kGroupRegion = MaxRowGroups > 1 ? Stages * 2 * kTileBytes / MaxRowGroups : 0;
-  const auto group_region = [&] { return shared + kGroupRegion * row_group_of(); };
   if constexpr (Step::kActive) {
     step.template load_query<D, kPitch>(q_tile, b, first_head, rows, range);
   } else {
-    load_query<T, D, kPitch>(group_q, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, place(), rows,
-                             crew().thread());
+    load_query<T, D, kPitch>(q_tile, static_cast<const T*>(p.q), Rows3{p.q_sb, p.q_sh, p.q_sd}, place(), rows);
   }
-  // the first of the warp's quarter of every tile's keys (by its index among the kWarps of its row group)
-  const int key0 = (MaxRowGroups > 1 ? warp % kWarps : warp) * Geometry::kKeysPerWarp;
+  const int key0 = warp * Geometry::kKeysPerWarp;
   // Each of this thread's two query rows' keys of a tile whose keys start at ``first`` (one token a row: the tile's
   // ``count`` for both; see RowLacks).
   const auto lacking = [&](int row0, int row1) {
@@ -2027,21 +1966,15 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
       __syncwarp();
       if (lane == 0) mbar_arrive(empty0 + 8 * s);
     }
-    // every consumer (of every row group) is done with the stages, which the merges below reuse
-    if constexpr (MaxRowGroups > 1) {
-      asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kWarps * groups_of()) : "memory");
-    } else {
-      block_sync<true>();
-    }
+    block_sync<true>();  // every consumer is done with the stages, which the merge below reuses
   };
   // A paged pool's malformed table entry: every warp's running maximum NaN, which the merges carry into the output
   // and lse (as attend's poison).
   const auto poison = [&](auto& run) {
     if (kPaged && *bad_page) run.m[0] = run.m[1] = CUKILN_NAN;
   };
-  crew().sync();  // the query tile is written
+  block_sync<true>();  // the query tile is written
   if constexpr (kFp8) {
-    static_assert(MaxRowGroups == 1, "FP8 caches: one row group");
     // keys as the mma's rows: each warp's 16 keys of a tile read as a chunk of the rings' kernel
     if (rows > 8) __trap();  // the planner takes the ws pipelines over FP8 caches for blocks of 8 query rows or fewer
     using R = Fp8Swizzled<D>;
@@ -2063,30 +1996,29 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
     if (rows <= 8) {  // keys as the mma's rows, as in attend
       RunningByKeys<D> run;
       unsigned q_cols[D / 16][2];
-      query_columns<T, D, kPitch>(q_cols, group_q);
+      query_columns<T, D, kPitch>(q_cols, q_tile);
       const RowLacks lacks = lacking(2 * (lane % 4), 2 * (lane % 4) + 1);
       walk([&](const T* k_tile, const T* v_tile, int count, int first) {
-        attend_tile_by_keys<T, D, Geometry, Layout, (MaxRowGroups > 1)>(run, k_tile, v_tile,
-                                                                         counts_of(lacks, first, count), rows, scoring,
-                                                                         q_cols);
+        attend_tile_by_keys<T, D, Geometry, Layout>(run, k_tile, v_tile, counts_of(lacks, first, count), rows, scoring,
+                                                    q_cols);
       });
       poison(run);
-      finish_block<T, D, Geometry, true, kGroupRegion>(run, group_region(), rows, place(), sink, crew());
+      finish_block<T, D, Geometry, true>(run, shared, rows, place(), sink);
       return;
     }
     Running<D> run;
     const int mat = lane / 8, mrow = lane % 8;
     unsigned q_regs[D / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], group_q + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q_regs[kk], q_tile + ((mat % 2) * 8 + mrow) * kPitch + kk * 16 + (mat / 2) * 8);
     const auto a_of = [&](int kk, unsigned (&)[4]) -> const unsigned (&)[4] { return q_regs[kk]; };
     const RowLacks lacks = lacking(lane / 4, lane / 4 + 8);
     walk([&](const T* k_tile, const T* v_tile, int count, int first) {
-      attend_tile<T, D, Geometry, decltype(a_of), Layout, (MaxRowGroups > 1)>(
-          run, k_tile, v_tile, counts_of(lacks, first, count), rows, scoring, a_of);
+      attend_tile<T, D, Geometry, decltype(a_of), Layout>(run, k_tile, v_tile, counts_of(lacks, first, count), rows,
+                                                          scoring, a_of);
     });
     poison(run);
-    finish_block<T, D, Geometry, true, kGroupRegion>(run, group_region(), rows, place(), sink, crew());
+    finish_block<T, D, Geometry, true>(run, shared, rows, place(), sink);
   }
 #else
   __trap();  // the planner launches this pipeline from sm_90 on only

@@ -107,10 +107,10 @@ extern "C" __global__ void __launch_bounds__(128, 3) decode_bf16_d128_s3_v8_page
       sink_of<T, 128>(p));
 }
 
-// decode_bf16_d128_s3_v8_ws_deep_paged: head dim 128, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by 4 producer warps, 5 stages; sm_90 on), one pass or split-KV
+// decode_bf16_d128_s3_v8_ws_deep_paged: head dim 128, warp-specialized (64-key tiles of paged pools through a block table, copied page by page by 4 producer warps, 4 stages; sm_90 on), one pass or split-KV
 extern "C" __global__ void __launch_bounds__(256, 1) decode_bf16_d128_s3_v8_ws_deep_paged(const __grid_constant__ params_attention_s3_paged p) {
   using namespace cukiln;
-  decode::attend_ws<bf16, 128, 64, 5, 4>(p);
+  decode::attend_ws<bf16, 128, 64, 4, 4>(p);
 }
 
 // decode_bf16_d192_s3_v8_paged: head dim 192 over paged caches (a pool of pages through a block table), 8-element copies, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV

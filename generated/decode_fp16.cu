@@ -179,10 +179,10 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d64_s3_v8_ws(co
   decode::attend_ws<f16, 64, 64, 6, 1>(p);
 }
 
-// decode_fp16_d64_s3_v8_ws_deep: head dim 64, warp-specialized (64-key tiles by the TMA engine, 8 stages; sm_90 on), launched with 2 row groups of computing warps or one, one pass or split-KV
-extern "C" __global__ void __launch_bounds__(288, 1) decode_fp16_d64_s3_v8_ws_deep(const __grid_constant__ params_attention_s3_maps p) {
+// decode_fp16_d64_s3_v8_ws_deep: head dim 64, warp-specialized (64-key tiles by the TMA engine, 8 stages; sm_90 on), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(160, 1) decode_fp16_d64_s3_v8_ws_deep(const __grid_constant__ params_attention_s3_maps p) {
   using namespace cukiln;
-  decode::attend_ws<f16, 64, 64, 8, 1, 2>(p);
+  decode::attend_ws<f16, 64, 64, 8, 1>(p);
 }
 
 // decode_fp16_d64_s4_v1: head dim 64, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 5 stages), one pass or split-KV
@@ -386,10 +386,10 @@ extern "C" __global__ void __launch_bounds__(160, 2) decode_fp16_d128_s3_v8_ws(c
   decode::attend_ws<f16, 128, 64, 3, 1>(p);
 }
 
-// decode_fp16_d128_s3_v8_ws_deep: head dim 128, warp-specialized (64-key tiles by the TMA engine, 5 stages; sm_90 on), launched with 2 row groups of computing warps or one, one pass or split-KV
-extern "C" __global__ void __launch_bounds__(288, 1) decode_fp16_d128_s3_v8_ws_deep(const __grid_constant__ params_attention_s3_maps p) {
+// decode_fp16_d128_s3_v8_ws_deep: head dim 128, warp-specialized (64-key tiles by the TMA engine, 4 stages; sm_90 on), one pass or split-KV
+extern "C" __global__ void __launch_bounds__(160, 1) decode_fp16_d128_s3_v8_ws_deep(const __grid_constant__ params_attention_s3_maps p) {
   using namespace cukiln;
-  decode::attend_ws<f16, 128, 64, 5, 1, 2>(p);
+  decode::attend_ws<f16, 128, 64, 4, 1>(p);
 }
 
 // decode_fp16_d128_s4_v1: head dim 128, 4 K/V strides, 1 per copy, narrow pipeline (64-key tiles, 2 stages), one pass or split-KV

@@ -1492,15 +1492,11 @@ DECODE_FP8_WS_MAX_GROUP = 8
 # and over paged pools (whose ws_deep kernels have several producer warps)
 DECODE_THREADS = {'narrow': 128, 'deep': 128, 'wide': 128, 'ws': 160, 'ws_deep': 160}
 DECODE_PAGED_THREADS = {'narrow': 128, 'ws_deep': 256}
-# pipelines whose kernels over fixed caches of q's type run with up to this many row groups of DECODE_WARPS
-# computing warps (DECODE_HEAD_ROWS query rows each), all over the same stages: a KV head's rows past one
-# group's in one block, its keys read once
-DECODE_ROW_GROUPS = {'ws_deep': 2}
 # Split-KV from sm_90 on: at most this many splits of a (row, KV head) merge within a cluster.
 DECODE_MAX_CLUSTER_SPLITS = 8
 # batch-invariant mode: (most keys of a row or None, its split count), first match
 DECODE_INVARIANT_SPLITS = ((2048, 1), (8192, 2), (None, 16))
-DECODE_SHARED = {(64, 'narrow', 'same'): 94464, (64, 'narrow', 'e4m3'): 69888, (64, 'deep', 'same'): 112896, (64, 'wide', 'same'): 76032, (64, 'ws', 'same'): 101744, (64, 'ws_deep', 'same'): 136848, (80, 'narrow', 'same'): 92928, (80, 'deep', 'same'): 115456, (80, 'wide', 'same'): 92928, (96, 'narrow', 'same'): 83200, (96, 'narrow', 'e4m3'): 91392, (96, 'deep', 'same'): 109824, (96, 'wide', 'same'): 109824, (128, 'narrow', 'same'): 73984, (128, 'narrow', 'e4m3'): 71936, (128, 'deep', 'same'): 108800, (128, 'wide', 'same'): 143616, (128, 'ws', 'same'): 103744, (128, 'ws', 'e4m3'): 103792, (128, 'ws_deep', 'same'): 173664, (192, 'narrow', 'same'): 108800, (192, 'narrow', 'e4m3'): 106752, (256, 'narrow', 'same'): 143616, (256, 'narrow', 'e4m3'): 141568}
+DECODE_SHARED = {(64, 'narrow', 'same'): 94464, (64, 'narrow', 'e4m3'): 69888, (64, 'deep', 'same'): 112896, (64, 'wide', 'same'): 76032, (64, 'ws', 'same'): 101744, (64, 'ws_deep', 'same'): 134544, (80, 'narrow', 'same'): 92928, (80, 'deep', 'same'): 115456, (80, 'wide', 'same'): 92928, (96, 'narrow', 'same'): 83200, (96, 'narrow', 'e4m3'): 91392, (96, 'deep', 'same'): 109824, (96, 'wide', 'same'): 109824, (128, 'narrow', 'same'): 73984, (128, 'narrow', 'e4m3'): 71936, (128, 'deep', 'same'): 108800, (128, 'wide', 'same'): 143616, (128, 'ws', 'same'): 103744, (128, 'ws', 'e4m3'): 103792, (128, 'ws_deep', 'same'): 136528, (192, 'narrow', 'same'): 108800, (192, 'narrow', 'e4m3'): 106752, (256, 'narrow', 'same'): 143616, (256, 'narrow', 'e4m3'): 141568}
 
 DECODE_PARAMS = {
     'attention_s3': (('q', 'out', 'lse', 'k', 'v', 'kv_lens', 'kv_len', 'kv_start', 'kv_start_value', 'capacity', 'batch', 'heads_q', 'group', 'head_groups', 'q_sb', 'q_sh', 'q_sd', 'out_sb', 'out_sh', 'out_sd', 'scale', 'softcap', 'num_splits', 'partial_out', 'partial_lse', 'batch_invariant', 'k_sb', 'k_sh', 'k_st', 'v_sb', 'v_sh', 'v_st', 'q_lens', 'queries'), '<QQQQQQqQqqqqqqqqqqqqddqQQqqqqqqqQq'),

@@ -591,7 +591,7 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                    for_step=False, tuning=None) -> DecodePlan:
     """The variant, K/V pipeline, split count and launches of a validated call."""
     b, h_q, d, h_kv = call.batch, call.heads_q, call.head_dim, call.heads_kv
-    head_groups, head_rows = call.fields["head_groups"], dispatch.DECODE_HEAD_ROWS
+    head_groups = call.fields["head_groups"]
     cache_rows = b // call.tokens  # the grid's rows: a block serves every query token of its cache row
     cache, form = call.cache, call.form
     # The kernels copy 16-byte pieces of contiguous rows (FP8 and paged caches were checked to allow it), else one
@@ -620,13 +620,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
                             if cache == FP8 else "")
                          + (", paged caches (narrow and ws_deep)" if form == PAGED else "")
                          + (f", arch {arch}" if pipeline in WARP_SPECIALIZED else ""))
-    # A KV head of more query rows than a block's DECODE_HEAD_ROWS (a row's tokens x group; not a step's, whose fused
-    # kernels take one group): where the table or the caller picks a warp-specialized pipeline and a kernel of row
-    # groups serves the call, its row groups take them in one block (keys read once, not once a block), at the split
-    # count measured for its pipeline and that grid
-    rows = call.tokens * call.fields["group"]
-    grouped = next((p for p in dispatch.DECODE_ROW_GROUPS if p in available), None) if (
-        rows > head_rows and cache == SAME and form == FIXED and not batch_invariant and not for_step) else None
     if batch_invariant:
         pipeline = pipeline or next((p for p in INVARIANT_PIPELINES if p in available), NARROW)
         num_splits = invariant_splits(call.capacity)  # the most a row of this cache gets
@@ -640,13 +633,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
         num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, pipeline)
         if for_step and forced is None and pipeline == WS_DEEP and WS in available:
             num_splits, pipeline = choose_pipeline(blocks, call.capacity, sms, rule, per_sm, available, WS)
-        if grouped is not None and (pipeline == grouped or forced is None and pipeline in WARP_SPECIALIZED):
-            head_groups = -(-rows // (head_rows * dispatch.DECODE_ROW_GROUPS[grouped]))
-            num_splits, pipeline = choose_pipeline(cache_rows * h_kv * head_groups, call.capacity, sms, rule, per_sm,
-                                                   available, grouped)
-    elif grouped is not None and pipeline == grouped:  # forced, with a split count given
-        head_groups = -(-rows // (head_rows * dispatch.DECODE_ROW_GROUPS[grouped]))
-    groups = dispatch.DECODE_ROW_GROUPS[grouped] if grouped is not None and pipeline == grouped else 1
     splits = num_splits
     key = (q.dtype, d, strides, vec, pipeline or NARROW, cache, form)
     module, symbol, layout_id, combine_module, combine_symbol = dispatch.DECODE[key]
@@ -657,7 +643,6 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     programmatic = programmatic_launch(arch)
     shared = dispatch.DECODE_SHARED[d, key[4], cache]
     threads = (dispatch.DECODE_PAGED_THREADS if form == PAGED else dispatch.DECODE_THREADS)[key[4]]
-    threads += 32 * dispatch.DECODE_WARPS * (groups - 1)  # a launch of row groups: their computing warps
     cluster = 1
     if 1 < splits <= MAX_CLUSTER_SPLITS and clusters(arch) and (
             active_clusters is None or active_clusters(module, symbol, threads, shared, splits) > 0):
@@ -674,5 +659,4 @@ def _choose_launch(q: TensorInfo, k: TensorInfo, v: TensorInfo, call: _Validated
     # ws: the tensor maps of this call's caches come with its pointers (decode_api); empty (packed as zeros) until then
     maps = dict.fromkeys(MAP_FIELDS, b"") if MAP_FIELDS[0] in names else {}
     return DecodePlan(key, q.device, b, h_q, d, splits, attention, combine, call.tokens,
-                      {**call.fields, **maps, "head_groups": head_groups, "num_splits": splits,
-                       "batch_invariant": int(batch_invariant)})
+                      {**call.fields, **maps, "num_splits": splits, "batch_invariant": int(batch_invariant)})

@@ -32,14 +32,11 @@ def test_decode_dispatch_table_names_each_attention_variant_and_its_combine_kern
     assert namespace["DECODE_WARP_SPECIALIZED"] == ("ws", "ws_deep")
     assert namespace["DECODE_TILE_KEYS"] == {"narrow": 64, "deep": 64, "wide": 128, "ws": 64, "ws_deep": 64}
     assert namespace["DECODE_THREADS"] == {"narrow": 128, "deep": 128, "wide": 128, "ws": 160, "ws_deep": 160}
-    # a launch's block is the kernel's launch bound: every variant's threads as the planner reads them (with every
-    # row group where the kernel has several)
+    # a launch's block is the kernel's launch bound: every variant's threads as the planner reads them
     assert namespace["DECODE_PAGED_THREADS"] == {"narrow": 128, "ws_deep": 256}
-    assert namespace["DECODE_ROW_GROUPS"] == {"ws_deep": 2}
     for v in attention:
         threads = namespace["DECODE_PAGED_THREADS" if v.paged else "DECODE_THREADS"][v.pipeline.value]
-        groups = namespace["DECODE_ROW_GROUPS"].get(v.pipeline.value, 1) if not v.paged and v.cache.value == "same" else 1
-        assert threads + 32 * namespace["DECODE_WARPS"] * (groups - 1) == decode_abi.max_threads(v), v.name
+        assert threads == decode_abi.max_threads(v), v.name
 
 def test_tuning_data_folds_into_the_decode_split_rule():
     namespace: dict = {}

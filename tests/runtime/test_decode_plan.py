@@ -149,10 +149,9 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert p.pipeline == name
         stages = decode_abi.stages(d, pipeline)
         assert p.attention.shared <= 227 * 1024
-        if pipeline.warp_specialized:  # unpadded swizzled stages, then the 1 KB alignment slack, a query tile a row
-            # group, barriers and the paged pools' flag
-            groups = dispatch.DECODE_ROW_GROUPS.get(name, 1)
-            assert p.attention.shared == stages * 2 * keys * d * 2 + 1024 + groups * 16 * pitch * 2 + 16 * stages + 16
+        if pipeline.warp_specialized:  # unpadded swizzled stages, then the 1 KB alignment slack, query, barriers and
+            # the paged pools' flag
+            assert p.attention.shared == stages * 2 * keys * d * 2 + 1024 + 16 * pitch * 2 + 16 * stages + 16
             fixed = p.attention.shared - stages * 2 * keys * d * 2
             if pipeline is Pipeline.WS_DEEP:  # its ring's stages, one block a multiprocessor
                 assert stages == min(decode_abi.MAX_STAGES, decode_abi.WS_DEEP_RING_BYTES // (2 * keys * d * 2))
@@ -174,8 +173,8 @@ def test_shared_memory_fits_an_h100_block_for_every_head_dim_and_pipeline():
         assert stages == decode_abi.MAX_STAGES or p.attention.shared + 2 * keys * pitch * 2 > budget
     # the deep pipeline leaves room for two blocks per sm_90 multiprocessor, the narrow one three at d 128
     assert [decode_abi.min_blocks_per_sm(128, p) for p in Pipeline] == [3, 2, 1, 2, 1]
-    # ws_deep: the ws kernel with a deeper ring at d 128 (5 stages of 32 KB), one block a multiprocessor
-    assert (decode_abi.stages(128, Pipeline.WS), decode_abi.stages(128, Pipeline.WS_DEEP)) == (3, 5)
+    # ws_deep: the ws kernel with a deeper ring at d 128 (4 stages of 32 KB), one block a multiprocessor
+    assert (decode_abi.stages(128, Pipeline.WS), decode_abi.stages(128, Pipeline.WS_DEEP)) == (3, 4)
 
 
 RULE = {"blocks_per_sm": 2.0, "min_keys_per_split": 512, "wave_efficiency": 0.9}
@@ -536,28 +535,3 @@ def test_query_tokens_take_every_pipeline_and_fp8_ws_blocks_of_8_rows_or_fewer()
     with pytest.raises(ValueError, match="3 query tokens x groups of 4"):
         plan_decode(contiguous((2, 3, 8, 128)), k, v, 100, arch="sm_90", pipeline="ws")
     assert plan_decode(contiguous((2, 3, 8, 128)), k, v, 100, arch="sm_90", num_splits=1).pipeline == "narrow"
-
-
-def test_a_kv_heads_rows_past_one_block_take_the_row_groups_of_ws_deep():
-    """8 tokens x GQA 4 = 32 query rows a KV head: where the table picks a warp-specialized pipeline, ws_deep's two row
-    groups take them in one block (288 threads, one head group), at ws_deep's split count for that grid; a forced ws
-    keeps two blocks of 16 rows; narrow, batch-invariant mode, the step and rows of one group take no row groups."""
-    k, v = cache_slice(64, 8, 8192, 128, 8192), cache_slice(64, 8, 8192, 128, 8192, ptr=BASE * 64)
-    q = contiguous((64, 8, 32, 128))
-    rows_per_block = dispatch.DECODE_HEAD_ROWS * dispatch.DECODE_ROW_GROUPS["ws_deep"]
-    for p in (plan_decode(q, k, v, 8000, arch="sm_90"), plan_decode(q, k, v, 8000, arch="sm_90", pipeline="ws_deep")):
-        if p.pipeline == "narrow":  # the table's choice for this grid
-            assert p.fields["head_groups"] == 2 and p.attention.block[0] == dispatch.DECODE_THREADS["narrow"]
-            continue
-        assert p.pipeline == "ws_deep" and p.attention.block[0] == dispatch.DECODE_THREADS["ws_deep"] + 32 * 4
-        assert p.fields["head_groups"] == 32 // rows_per_block == 1 and p.attention.grid[1:] == (8, 64)
-    ws = plan_decode(q, k, v, 8000, arch="sm_90", pipeline="ws")
-    assert ws.attention.block[0] == dispatch.DECODE_THREADS["ws"] and ws.fields["head_groups"] == 2
-    deep = plan_decode(q, k, v, 8000, arch="sm_90", pipeline="ws_deep", num_splits=2)
-    assert deep.num_splits == 2 and deep.fields["head_groups"] == 1 and deep.attention.block[0] == 288
-    for other in (plan_decode(q, k, v, 8000, arch="sm_90", pipeline="narrow"),
-                  plan_decode(q, k, v, 8000, arch="sm_90", batch_invariant=True),
-                  plan_decode(contiguous((64, 4, 32, 128)), k, v, 8000, arch="sm_90", pipeline="ws_deep")):
-        assert other.attention.block[0] in (dispatch.DECODE_THREADS[other.pipeline],)
-    assert plan_decode(contiguous((64, 4, 32, 128)), k, v, 8000, arch="sm_90", pipeline="ws_deep").fields[
-        "head_groups"] == 1

@@ -76,7 +76,7 @@ def test_the_planner_packs_a_rows_tokens_into_the_blocks_of_its_kv_heads():
     # 3 tokens x a group of 4 heads: 12 query rows a KV head, one block's 16; the grid's rows are the cache's
     assert p.batch == 12 and p.tokens == 3 and p.attention.grid[1:] == (2, 4) and p.fields["head_groups"] == 1
     assert p.fields["queries"] == 3 and p.fields["q_sb"] == 8 * 128  # a query row is a token
-    p = plan_decode(_info((4, 6, 8, 128)), k, v, 300, sms=132, arch="sm_90", pipeline="narrow")
+    p = plan_decode(_info((4, 6, 8, 128)), k, v, 300, sms=132, arch="sm_90")
     assert p.fields["head_groups"] == 2 and p.attention.grid[1:] == (4, 4)  # 24 query rows a KV head: 2 blocks
     with pytest.raises(ValueError, match="q: .* rows and tokens mergeable"):
         plan_decode(_info((4, 3, 8, 128), strides=(8 * 128 * 5, 8 * 128, 128, 1)), k, v, 300)

@@ -104,37 +104,6 @@ def test_query_tokens_on_each_pipeline_match_the_reference(pipeline, form, token
             assert check_lse(lse, ref_lse) is None, num_splits
 
 
-@pytest.mark.parametrize("tokens,group", [(8, 4), (1, 20), (3, 12), (5, 7)])
-def test_the_row_groups_of_ws_deep_match_the_reference(tokens, group):
-    """A KV head of more than 16 query rows (tokens x group) on ws_deep: two row groups of 4 warps over the same stages,
-    32 rows a block (8 x 4: one block a KV head; 20: the second group's 4 rows with keys as the mma's rows; 36: two
-    blocks, the second's second group without rows; 35: rows of a token across the groups), every split mode."""
-    from cukiln.decode_api import plan_call
-    from cukiln.tools.decode.checks import forced_decode_pipeline
-
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("the ws pipelines run from sm_90 on")
-    gen = torch.Generator("cuda").manual_seed(25 + tokens)
-    t = 1000
-    q = torch.randn(B, tokens, H_KV * group, D, generator=gen, device="cuda").to(torch.bfloat16)
-    q = q[:, 0] if tokens == 1 else q
-    k, v = (decode_cache_view(B, H_KV, t, D, torch.bfloat16, gen, capacity=t + 24) for _ in range(2))
-    lens = torch.tensor([t, tokens + 4, 513, tokens], dtype=torch.int32, device="cuda")
-    start = torch.tensor([0, 4, 100, 0], dtype=torch.int32, device="cuda")
-    q_lens = torch.tensor([tokens, tokens - 1, 1, 0], dtype=torch.int32, device="cuda") if tokens > 1 else None
-    with forced_decode_pipeline("ws_deep"):
-        for num_splits in (None, 1, 3):
-            plan = plan_call(q, k, v, lens, kv_start=start, q_lens=q_lens, num_splits=num_splits)
-            assert plan.attention.block[0] == 32 * (2 * 4 + 1) and plan.fields["head_groups"] == -(-tokens * group // 32)
-            out = torch.full_like(q, float("nan"))
-            got, lse = cukiln.decode_attention(q, k, v, lens, kv_start=start, q_lens=q_lens, num_splits=num_splits,
-                                               out=out, return_lse=True)
-            ref, ref_lse = cukiln.reference.decode_attention(q, k, v, lens, kv_start=start, q_lens=q_lens,
-                                                             return_lse=True)
-            assert compare(out, ref, fp32_units=64) is None, num_splits
-            assert check_lse(lse, ref_lse) is None, num_splits
-
-
 def test_a_row_whose_cache_lacks_its_new_tokens_is_nan_and_only_it():
     gen = torch.Generator("cuda").manual_seed(22)
     q = torch.randn(3, 4, 8, D, generator=gen, device="cuda").to(torch.bfloat16)
