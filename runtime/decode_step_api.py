@@ -189,8 +189,11 @@ def fused_kernel(call: Call, append, attention) -> tuple[bool, object, int]:
     module, symbol, layout = entry
     names, fmt = dispatch.DECODE_STEP_PARAMS[layout]
     launch = p.attention
+    # the step's struct holds the attention kernel's leading fields (all but the query tokens', which come last)
+    kept = [n.removeprefix("attention.") for n in names if n.startswith("attention.")]
+    assert list(launch.field_names[:len(kept)]) == kept, "a fused step's attention fields lead the decode kernel's"
     return True, call.bind(p.device, module, symbol, fmt, launch.grid, launch.block, launch.shared,
-                           launch.overlap_previous, launch.cluster), sum(n.startswith("attention.") for n in names)
+                           launch.overlap_previous, launch.cluster), len(kept)
 
 
 RUNTIME = OpRuntime(SCHEMA, plan, torch_module="decode_step_torch")
