@@ -52,3 +52,7 @@ fi
 if [ "${BOUNDS:-0}" = 1 ]; then
   python3 benchmarks/compiled_bounds.py "$OUT" 2>&1 | tee "$OUT/compiled-bounds.log" | tail -8
 fi
+# A device call brings back 8 files at most: the logs and plots go back as one archive, the JSON (results, tuning
+# tables) as they are
+(cd "$OUT" && files=$(ls ./*.log ./*.png 2>/dev/null || true) && [ -n "$files" ] && tar czf logs.tar.gz $files && rm -f $files)
+ls "$OUT"
