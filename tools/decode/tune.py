@@ -12,7 +12,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import Progress
 
-from cukiln.codegen.decode_variants import PIPELINES, Pipeline
+from cukiln.codegen.axes import MAX_VECTOR_BYTES
+from cukiln.codegen.decode_variants import PIPELINES, Cache, Form, Pipeline
 
 from ..timing import copy_tbps, medians_ms, rotating_sets, run_metadata, tbps
 from ..tuning import write_tuning
@@ -132,10 +133,10 @@ def _tune(console: Console, name: str) -> dict:
     # the pipelines this GPU runs (ws, ws_deep: sm_90 on) that the caches have kernels of; the table gives the others
     # the narrow pipeline's count
     fp8, paged = name == "decode-fp8", name == "decode-paged"
-    cache, form = ("e4m3" if fp8 else "same"), ("paged" if paged else "fixed")
-    pipelines = [p for p in PIPELINES if (not p.warp_specialized or tensor_maps(arch))
-                 and ("bf16", HEAD_DIM, 3, 16 if fp8 else 8, p.value, cache, form) in dispatch.DECODE]
-    itemsize = 1 if fp8 else 2
+    cache, form = (Cache.E4M3 if fp8 else Cache.SAME), (Form.PAGED if paged else Form.FIXED)
+    itemsize = cache.itemsize(2)  # beside bf16 q
+    pipelines = [p for p in PIPELINES if (not p.warp_specialized or tensor_maps(arch)) and (
+        "bf16", HEAD_DIM, 3, MAX_VECTOR_BYTES // itemsize, p.value, cache.value, form.value) in dispatch.DECODE]
     options = {"k_scale": FP8_SCALE, "v_scale": FP8_SCALE} if fp8 else {}
 
     def make(b: int, T: int) -> tuple:
@@ -178,7 +179,7 @@ def _tune(console: Console, name: str) -> dict:
     result = {"device": meta["device"], "date": meta["date"], "sms": sms, "command": meta["command"],
               "versions": meta["versions"], "copy_tbps": copy,
               "shape": {"heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
-                        "cache": "e4m3" if fp8 else "bf16", **({"page_size": TUNED_PAGE} if paged else {})},
+                        "cache": cache.value if fp8 else "bf16", **({"page_size": TUNED_PAGE} if paged else {})},
               "rule": rule, "measurements": measurements}
     path = write_tuning(meta["arch"], name, result)
     console.print(f"{name} split table for {path.stem}: per K/V pipeline ({', '.join(p.value for p in pipelines)}), "
