@@ -1806,12 +1806,12 @@ __device__ __forceinline__ void attend_ws(const P& p, const Step& step = Step{})
   if constexpr (kTokens) queries = static_cast<int>(p.queries);
   const int rows = min(kHeadRows, queries * group - first_in_group);
   const int first_head = kv_head * group + first_in_group;  // one token a row: the block's first query head
-  // (made where used from the block's index and the kernel's arguments, which need no register through the loop)
+  // (made where used from the block's KV head and first row and the kernel's arguments: no division there, where a
+  // 64-bit field's is a long call, and no register of its own through the loop)
   const auto place = [&] {
     if constexpr (kTokens) {
-      return PackedRows{static_cast<int>(blockIdx.z), static_cast<int>(p.queries), static_cast<int>(p.group),
-                        static_cast<int>(blockIdx.y / p.head_groups),
-                        static_cast<int>(blockIdx.y % p.head_groups) * kHeadRows};
+      return PackedRows{static_cast<int>(blockIdx.z), static_cast<int>(p.queries), static_cast<int>(p.group), kv_head,
+                        first_in_group};
     } else {
       return HeadRows{b, first_head};
     }
